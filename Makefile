@@ -1,0 +1,20 @@
+.PHONY: compile debug test bench lint clean
+
+compile:
+	python -m pip install -q -e ".[test]"
+
+debug:
+	ACP_FAST_DEBUG=1 python setup.py build_ext --inplace --force
+
+test:
+	python -m pytest -q
+
+bench:
+	python -m pytest benchmarks --benchmark-only -q
+
+lint:
+	ruff check acp_fast tests benchmarks fuzz
+	mypy --strict acp_fast
+
+clean:
+	rm -rf build *.egg-info acp_fast/_framing.c acp_fast/*.so acp_fast/*.html

@@ -1,0 +1,218 @@
+"""The ACP agent surface: subclass ``Agent`` and override what you support.
+
+Method names and keyword arguments follow the official Python SDK
+(``new_session(cwd, mcp_servers, ...)``, ``prompt(session_id, prompt)``), so
+agent code reads the same; values are wire-shaped dicts (camelCase keys,
+as the schema names them) rather than pydantic models, which keeps the hot
+path free of model construction. Results are wire dicts too.
+
+A method left as inherited is *not implemented*: its requests answer -32601
+and the capability it needs is not advertised in ``initialize``. Prompt code
+is cancelled both through ``current_turn().token`` and as asyncio task
+cancellation at its next await; a ``finally`` in ``prompt`` (or the
+``on_turn_end`` hook) is the place for usage accounting, since it runs on
+completion, cancellation, failure and shutdown alike (R13).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from .errors import MethodNotFound
+
+if TYPE_CHECKING:
+    from .cancel import CancelToken
+    from .client_api import Client
+    from .sessions import Session
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_UNIMPLEMENTED = "__acp_unimplemented__"
+
+
+def _unimplemented(fn: F) -> F:
+    setattr(fn, _UNIMPLEMENTED, True)
+    return fn
+
+
+def implements(agent: object, attr: str) -> bool:
+    """Whether ``agent`` overrides the base method ``attr``."""
+    fn = getattr(type(agent), attr, None)
+    return fn is not None and not getattr(fn, _UNIMPLEMENTED, False)
+
+
+class Turn:
+    """What a running prompt can ask about itself (see ``current_turn``)."""
+
+    __slots__ = ("request_id", "session", "token")
+
+    def __init__(self, session: Session, token: CancelToken, request_id: str | int) -> None:
+        self.session = session
+        self.token = token
+        self.request_id = request_id
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.cancelled
+
+
+_current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
+    "acp_fast_turn", default=None
+)
+
+
+def current_turn() -> Turn:
+    """The prompt turn the calling task belongs to."""
+    turn = _current_turn.get()
+    if turn is None:
+        raise RuntimeError("current_turn() called outside a session/prompt task")
+    return turn
+
+
+class Agent:
+    """Base class for agents served by acp_fast."""
+
+    #: Extension methods (``_name``) that run in the background lane (R01).
+    background_extensions: ClassVar[frozenset[str]] = frozenset()
+
+    client: Client
+
+    def on_connect(self, client: Client) -> None:
+        """Called once, before the first message, with the handle for agent->client calls."""
+        self.client = client
+
+    # -- lifecycle (control lane) ---------------------------------------------------
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        """Return extra InitializeResponse fields (agentInfo, authMethods, capabilities).
+
+        The server fills in the negotiated ``protocolVersion`` and advertises
+        the session capabilities of the methods this agent implements.
+        """
+        return None
+
+    @_unimplemented
+    async def authenticate(self, method_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("authenticate")
+
+    @_unimplemented
+    async def logout(self, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("logout")
+
+    async def new_session(
+        self,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]],
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        """Return NewSessionResponse fields; without ``sessionId`` one is generated."""
+        return None
+
+    @_unimplemented
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]],
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        raise MethodNotFound("session/load")
+
+    @_unimplemented
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        raise MethodNotFound("session/resume")
+
+    @_unimplemented
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        raise MethodNotFound("session/fork")
+
+    @_unimplemented
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        raise MethodNotFound("session/list")
+
+    @_unimplemented
+    async def delete_session(self, session_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("session/delete")
+
+    @_unimplemented
+    async def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("session/close")
+
+    @_unimplemented
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> dict[str, Any] | None:
+        raise MethodNotFound("session/set_mode")
+
+    @_unimplemented
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool, **kwargs: Any
+    ) -> dict[str, Any] | None:
+        raise MethodNotFound("session/set_config_option")
+
+    # -- the turn (background lane) ----------------------------------------------------
+    @_unimplemented
+    async def prompt(
+        self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any
+    ) -> dict[str, Any] | str | None:
+        """Run one turn; return ``{"stopReason": ...}``, a stop reason, or None (end_turn)."""
+        raise MethodNotFound("session/prompt")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """Told after the server cancelled the session's turn; nothing to do by default."""
+
+    # -- hooks ------------------------------------------------------------------------------
+    async def on_session_start(self, session_id: str) -> None:
+        """Runs in a spawned task after the session/new (load, resume, fork) response is
+        written: the place for ``available_commands_update`` and the like (R22)."""
+
+    async def on_turn_end(self, session_id: str, stop_reason: str) -> None:
+        """Runs after every turn, however it ended ("failed" and "aborted" included)."""
+
+    async def on_session_evicted(self, session_id: str) -> None:
+        """Told when idle cleanup removed a session (R16)."""
+
+    # -- extensions ------------------------------------------------------------------------
+    @_unimplemented
+    async def ext_method(self, method: str, params: dict[str, Any]) -> Any:
+        raise MethodNotFound(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Unknown notifications are ignored by default (ACP extensibility)."""
+
+
+#: Optional methods and the capability each one makes the server advertise.
+CAPABILITY_OF: dict[str, tuple[str, ...]] = {
+    "load_session": ("loadSession",),
+    "list_sessions": ("sessionCapabilities", "list"),
+    "resume_session": ("sessionCapabilities", "resume"),
+    "close_session": ("sessionCapabilities", "close"),
+    "delete_session": ("sessionCapabilities", "delete"),
+    "fork_session": ("sessionCapabilities", "fork"),
+    "logout": ("auth", "logout"),
+}

@@ -1,0 +1,115 @@
+"""Command line: ``acp-fast demo`` and ``acp-fast serve module:Class``.
+
+Logs go to stderr only (stdout carries nothing but ACP messages). Every
+limit in ``limits.Limits`` has a flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+
+from .agent import Agent
+from .limits import Limits
+
+_HELP = {
+    "max_line_bytes": "longest accepted input line in bytes (R25)",
+    "overlimit_head_bytes": "bytes of an over-limit line kept to recover its id",
+    "read_buffer_bytes": "size of the stdin read buffer",
+    "max_background": "background requests (prompts + mcp/*) at once (R08)",
+    "max_inbox": "parsed messages waiting for dispatch before stdin reading pauses",
+    "max_pending_outgoing": "agent->client requests awaiting answers at once",
+    "max_spawned": "spawned tasks alive at once",
+    "max_sessions": "sessions one connection may hold",
+    "max_mcp_connections": "open MCP-over-ACP connections",
+    "write_high_water": "stdout bytes buffered before producers wait (R26)",
+    "write_low_water": "stdout bytes below which producers resume",
+    "shutdown_grace_s": "seconds background work gets after EOF before it is aborted (R14)",
+    "abort_join_s": "seconds to wait for aborted tasks before abandoning them",
+    "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
+}
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(time.time(), 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-fast",
+        description="Serve an Agent Client Protocol agent over stdio (JSON-RPC, one message per line).",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    common.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format")
+    common.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    group = common.add_argument_group("limits")
+    for f in fields(Limits):
+        default = getattr(Limits(), f.name)
+        group.add_argument(
+            "--" + f.name.replace("_", "-"),
+            type=type(default),
+            default=default,
+            help=f"{_HELP[f.name]} (default {default})",
+        )
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", parents=[common], help="run the embedded demo agent")
+    demo.add_argument("--pace-ms", type=float, default=20.0, help="delay between streamed words")
+    serve = sub.add_parser("serve", parents=[common], help="run your agent: package.module:AgentClass")
+    serve.add_argument("target", help="import path of an acp_fast.Agent subclass, module:Class")
+    return parser
+
+
+def _load_agent(target: str) -> Agent:
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
+    obj = getattr(importlib.import_module(module_name), attr)
+    agent = obj() if isinstance(obj, type) else obj
+    if not isinstance(agent, Agent):
+        from .compat import wrap_sdk_agent  # an agent written on the official SDK
+
+        return wrap_sdk_agent(agent)
+    return agent
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    if args.log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
+    limits = Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
+    if args.command == "demo":
+        from .demo import DemoAgent
+
+        agent: Agent = DemoAgent(pace_ms=args.pace_ms)
+    else:
+        sys.path.insert(0, "")
+        agent = _load_agent(args.target)
+    from .server import run_agent
+
+    run_agent(agent, limits, use_uvloop=not args.no_uvloop)
+
+
+__all__ = ["main"]
+

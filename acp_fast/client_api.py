@@ -1,0 +1,271 @@
+"""Agent-to-client calls: session updates, permission, fs, terminal, elicitation.
+
+Updates go out through the connection's ordered writer and wait for stdout
+when it is backed up (R26); a prompt's updates therefore leave in the order
+the prompt produced them and before its response (R05). Every gated method
+checks the client's advertised capabilities first and raises
+CapabilityNotSupported before anything is sent (a MUST NOT in ACP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import MethodNotFound
+from .methods import CLIENT_METHODS
+from .pending import PendingRequest
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .dispatch import Connection
+
+
+class CapabilityNotSupported(MethodNotFound):
+    """The client did not advertise the capability this call needs."""
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _content(content: str | dict[str, Any]) -> dict[str, Any]:
+    return _text(content) if isinstance(content, str) else content
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+class Client:
+    """The agent's handle on the client at the other end of the connection."""
+
+    def __init__(self, conn: Connection, context: Callable[[], Context]) -> None:
+        self._conn = conn
+        self._context = context
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        return self._context().client_capabilities
+
+    def supports(self, method: str) -> bool:
+        gate = CLIENT_METHODS.get(method)
+        return gate is None or self._context().client_supports(gate)
+
+    def request(self, method: str, params: Any = None) -> PendingRequest:
+        """Send any agent->client request (gated); await the result or use on_result."""
+        if not self.supports(method):
+            raise CapabilityNotSupported(
+                f"the client did not advertise the capability {method!r} needs "
+                f"({'.'.join(CLIENT_METHODS[method] or ())})"
+            )
+        return self._conn.send_request(method, params)
+
+    # -- session/update, one helper per variant ---------------------------------
+    async def session_update(self, session_id: str, update: dict[str, Any]) -> None:
+        await self._conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def agent_message_chunk(
+        self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
+    ) -> None:
+        await self.session_update(
+            session_id,
+            _drop_none(
+                {"sessionUpdate": "agent_message_chunk", "content": _content(content), "messageId": message_id}
+            ),
+        )
+
+    async def agent_thought_chunk(
+        self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
+    ) -> None:
+        await self.session_update(
+            session_id,
+            _drop_none(
+                {"sessionUpdate": "agent_thought_chunk", "content": _content(content), "messageId": message_id}
+            ),
+        )
+
+    async def user_message_chunk(
+        self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
+    ) -> None:
+        await self.session_update(
+            session_id,
+            _drop_none(
+                {"sessionUpdate": "user_message_chunk", "content": _content(content), "messageId": message_id}
+            ),
+        )
+
+    async def tool_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        title: str,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        content: list[dict[str, Any]] | None = None,
+        locations: list[dict[str, Any]] | None = None,
+        raw_input: Any = None,
+        raw_output: Any = None,
+    ) -> None:
+        await self.session_update(
+            session_id,
+            _drop_none(
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": tool_call_id,
+                    "title": title,
+                    "kind": kind,
+                    "status": status,
+                    "content": content,
+                    "locations": locations,
+                    "rawInput": raw_input,
+                    "rawOutput": raw_output,
+                }
+            ),
+        )
+
+    async def tool_call_update(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        status: str | None = None,
+        content: list[dict[str, Any]] | None = None,
+        locations: list[dict[str, Any]] | None = None,
+        raw_input: Any = None,
+        raw_output: Any = None,
+    ) -> None:
+        await self.session_update(
+            session_id,
+            _drop_none(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": tool_call_id,
+                    "title": title,
+                    "kind": kind,
+                    "status": status,
+                    "content": content,
+                    "locations": locations,
+                    "rawInput": raw_input,
+                    "rawOutput": raw_output,
+                }
+            ),
+        )
+
+    async def plan(self, session_id: str, entries: list[dict[str, Any]]) -> None:
+        await self.session_update(session_id, {"sessionUpdate": "plan", "entries": entries})
+
+    async def available_commands_update(self, session_id: str, commands: list[dict[str, Any]]) -> None:
+        await self.session_update(
+            session_id, {"sessionUpdate": "available_commands_update", "availableCommands": commands}
+        )
+
+    async def current_mode_update(self, session_id: str, mode_id: str) -> None:
+        await self.session_update(
+            session_id, {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+        )
+
+    async def config_option_update(self, session_id: str, config_options: list[dict[str, Any]]) -> None:
+        await self.session_update(
+            session_id, {"sessionUpdate": "config_option_update", "configOptions": config_options}
+        )
+
+    async def session_info_update(self, session_id: str, **fields: Any) -> None:
+        """``title=...``, ``updated_at=...``; pass None to clear a field."""
+        names = {"title": "title", "updated_at": "updatedAt"}
+        update = {"sessionUpdate": "session_info_update"}
+        update.update({names.get(k, k): v for k, v in fields.items()})
+        await self.session_update(session_id, update)
+
+    async def usage_update(
+        self, session_id: str, used: int, size: int, cost: dict[str, Any] | None = None
+    ) -> None:
+        await self.session_update(
+            session_id, _drop_none({"sessionUpdate": "usage_update", "used": used, "size": size, "cost": cost})
+        )
+
+    # -- requests ----------------------------------------------------------------------
+    async def request_permission(
+        self, session_id: str, tool_call: dict[str, Any], options: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "session/request_permission",
+            {"sessionId": session_id, "toolCall": tool_call, "options": options},
+        )
+        return result
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "fs/read_text_file",
+            _drop_none({"sessionId": session_id, "path": path, "line": line, "limit": limit}),
+        )
+        return result
+
+    async def write_text_file(self, session_id: str, path: str, content: str) -> dict[str, Any]:
+        result = await self.request(
+            "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
+        )
+        return result if isinstance(result, dict) else {}
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[dict[str, str]] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "terminal/create",
+            _drop_none(
+                {
+                    "sessionId": session_id,
+                    "command": command,
+                    "args": args,
+                    "env": env,
+                    "cwd": cwd,
+                    "outputByteLimit": output_byte_limit,
+                }
+            ),
+        )
+        return result
+
+    async def _terminal(self, method: str, session_id: str, terminal_id: str) -> dict[str, Any]:
+        result = await self.request(method, {"sessionId": session_id, "terminalId": terminal_id})
+        return result if isinstance(result, dict) else {}
+
+    async def terminal_output(self, session_id: str, terminal_id: str) -> dict[str, Any]:
+        return await self._terminal("terminal/output", session_id, terminal_id)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str) -> dict[str, Any]:
+        return await self._terminal("terminal/wait_for_exit", session_id, terminal_id)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str) -> dict[str, Any]:
+        return await self._terminal("terminal/kill", session_id, terminal_id)
+
+    async def release_terminal(self, session_id: str, terminal_id: str) -> dict[str, Any]:
+        return await self._terminal("terminal/release", session_id, terminal_id)
+
+    async def create_elicitation(self, params: dict[str, Any]) -> dict[str, Any]:
+        mode = params.get("mode")
+        if mode in ("form", "url") and not self._context().client_supports(("elicitation", mode)):
+            raise CapabilityNotSupported(f"the client did not advertise elicitation mode {mode!r}")
+        result: dict[str, Any] = await self.request("elicitation/create", params)
+        return result
+
+    async def ext_method(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        if not method.startswith("_"):
+            raise ValueError(f"extension methods start with '_': {method!r}")
+        return await self._conn.send_request(method, params)
+
+    async def ext_notification(self, method: str, params: dict[str, Any] | None = None) -> None:
+        if not method.startswith("_"):
+            raise ValueError(f"extension methods start with '_': {method!r}")
+        await self._conn.notify(method, params)
+

@@ -1,0 +1,216 @@
+"""The embedded demo agent: deterministic, streaming, cancellable, usable by any ACP client.
+
+Prompt commands (the text of the first text block):
+
+- ``stream N DELAY_MS``: N ``agent_message_chunk`` updates DELAY_MS apart,
+  then ``end_turn`` (the benchmarks' workload);
+- ``read PATH``: reads PATH through ``fs/read_text_file`` when the client
+  allows it and reports its size;
+- ``write PATH TEXT``: writes TEXT through ``fs/write_text_file``;
+- ``tool``: a pretend tool call that asks permission first;
+- anything else: a long deterministic answer, streamed word by word at the
+  configured pace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .agent import Agent, current_turn
+from .client_api import CapabilityNotSupported
+from .errors import InvalidParams
+
+MODES = [
+    {"id": "ask", "name": "Ask", "description": "Answer without touching files"},
+    {"id": "code", "name": "Code", "description": "May read and write files"},
+]
+MODELS = [{"value": "demo-small", "name": "Demo small"}, {"value": "demo-large", "name": "Demo large"}]
+COMMANDS = [
+    {"name": "stream", "description": "stream N chunks DELAY_MS apart", "input": {"hint": "N DELAY_MS"}},
+    {"name": "tool", "description": "run a pretend tool after asking permission"},
+]
+ANSWER = (
+    "acp_fast streams this answer one word at a time so that you can watch a long "
+    "prompt and cancel it halfway: the cancel is handled on the control lane and "
+    "never waits behind the prompt. "
+) * 4
+
+
+def _prompt_text(prompt: list[dict[str, Any]]) -> str:
+    for block in prompt:
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            return str(block["text"]).strip()
+    return ""
+
+
+class DemoAgent(Agent):
+    """A deterministic agent for demos, interop tests and benchmarks."""
+
+    def __init__(self, pace_ms: float = 20.0) -> None:
+        self.pace_s = pace_ms / 1000.0
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        self.cwd: dict[str, str] = {}
+        self.titles: dict[str, str] = {}
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return {
+            "agentInfo": {"name": "acp-fast-demo", "title": "acp_fast demo agent", "version": "0.1.0"},
+            "agentCapabilities": {"promptCapabilities": {"embeddedContext": True}},
+        }
+
+    def _session_state(self) -> dict[str, Any]:
+        return {
+            "modes": {"currentModeId": "ask", "availableModes": MODES},
+            "configOptions": [self._model_option("demo-small")],
+        }
+
+    @staticmethod
+    def _model_option(value: str) -> dict[str, Any]:
+        return {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": value,
+            "options": MODELS,
+        }
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[dict[str, Any]], additional_directories: list[str] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        session_id = f"demo-{len(self.cwd) + 1}"
+        self.cwd[session_id] = cwd
+        self.history[session_id] = []
+        return {"sessionId": session_id, **self._session_state()}
+
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]],
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        if session_id not in self.history:
+            raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
+        for update in self.history[session_id]:  # replay before answering
+            await self.client.session_update(session_id, update)
+        return self._session_state()
+
+    async def resume_session(self, session_id: str, cwd: str, **kwargs: Any) -> dict[str, Any]:
+        if session_id not in self.history:
+            raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
+        return self._session_state()
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        if cursor is not None:
+            raise InvalidParams(f"unknown cursor {cursor!r}")
+        return {
+            "sessions": [
+                {"sessionId": sid, "cwd": c, "title": self.titles.get(sid, sid)}
+                for sid, c in self.cwd.items()
+                if cwd is None or c == cwd
+            ]
+        }
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def delete_session(self, session_id: str, **kwargs: Any) -> None:
+        self.cwd.pop(session_id, None)
+        self.history.pop(session_id, None)
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
+        if mode_id not in {m["id"] for m in MODES}:
+            raise InvalidParams(f"unknown mode {mode_id!r}", {"modeId": mode_id})
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool, **kwargs: Any
+    ) -> dict[str, Any]:
+        if config_id != "model" or value not in {m["value"] for m in MODELS}:
+            raise InvalidParams(f"unknown option {config_id!r}={value!r}", {"configId": config_id})
+        return {"configOptions": [self._model_option(str(value))]}
+
+    async def on_session_start(self, session_id: str) -> None:
+        await self.client.available_commands_update(session_id, COMMANDS)
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        text = _prompt_text(prompt)
+        self.history.setdefault(session_id, []).append(
+            {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}
+        )
+        words = text.split()
+        if words[:1] == ["stream"] and len(words) == 3 and words[1].isdigit():
+            await self._stream(session_id, int(words[1]), float(words[2]) / 1000.0)
+        elif words[:1] == ["read"] and len(words) == 2:
+            await self._read(session_id, words[1])
+        elif words[:1] == ["write"] and len(words) >= 3:
+            await self.client.write_text_file(session_id, words[1], " ".join(words[2:]))
+            await self.client.agent_message_chunk(session_id, f"wrote {words[1]}")
+        elif words == ["tool"]:
+            return await self._tool(session_id)
+        else:
+            await self._answer(session_id)
+        return {"stopReason": "end_turn"}
+
+    async def _stream(self, session_id: str, n: int, delay_s: float) -> None:
+        token = current_turn().token
+        for i in range(n):
+            if token.cancelled:
+                return
+            await self.client.agent_message_chunk(session_id, f"chunk {i} ", message_id="m1")
+            # Yield every chunk even at full speed, so a cancel is handled promptly.
+            await asyncio.sleep(delay_s)
+
+    async def _answer(self, session_id: str) -> None:
+        for word in ANSWER.split(" "):
+            await self.client.agent_message_chunk(session_id, word + " ")
+            await asyncio.sleep(self.pace_s)
+        self.history[session_id].append(
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ANSWER}}
+        )
+
+    async def _read(self, session_id: str, path: str) -> None:
+        try:
+            result = await self.client.read_text_file(session_id, path)
+        except CapabilityNotSupported:
+            await self.client.agent_message_chunk(session_id, "the client does not let me read files")
+            return
+        content = result.get("content", "")
+        await self.client.agent_message_chunk(session_id, f"{path} has {len(content)} characters")
+
+    async def _tool(self, session_id: str) -> dict[str, Any]:
+        call_id = f"call-{time.monotonic_ns()}"
+        await self.client.tool_call(session_id, call_id, "Pretend to list files", kind="read", status="pending")
+        outcome = await self.client.request_permission(
+            session_id,
+            {"toolCallId": call_id, "title": "Pretend to list files"},
+            [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        )
+        chosen = outcome.get("outcome", {})
+        if chosen.get("outcome") == "cancelled":
+            return {"stopReason": "cancelled"}
+        if chosen.get("optionId") != "allow":
+            await self.client.tool_call_update(session_id, call_id, status="failed")
+            await self.client.agent_message_chunk(session_id, "permission refused")
+            return {"stopReason": "end_turn"}
+        await self.client.tool_call_update(session_id, call_id, status="in_progress")
+        await self.client.tool_call_update(
+            session_id,
+            call_id,
+            status="completed",
+            content=[{"type": "content", "content": {"type": "text", "text": "a.txt\nb.txt"}}],
+        )
+        await self.client.agent_message_chunk(session_id, "the tool listed 2 files")
+        return {"stopReason": "end_turn"}

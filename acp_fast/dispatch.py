@@ -1,0 +1,417 @@
+"""The generic JSON-RPC peer: one dispatch loop, ordered handlers, spawn (R18-R21, R24).
+
+Theory of operation
+-------------------
+Bytes arrive through ``ReadProtocol`` and are framed into lines, which the
+Connection decodes immediately (the read buffer is reused afterwards) and
+appends to a bounded inbox. Bad lines become error items in the same inbox,
+so every answer leaves in arrival order. When the inbox is full, reading from
+the transport pauses: a flooding peer is slowed by its own pipe.
+
+One task, the dispatch loop, takes inbox items one at a time (R18):
+
+- a request or notification is offered to the registered handlers in order
+  until one claims it; an ordered handler holds the loop until it returns
+  (R19). A request no handler claims gets -32601; a notification is ignored.
+- a response is routed to its PendingRequest; a result callback registered
+  before that moment runs on the loop as a barrier (R20).
+
+Work that must not hold the loop is started with ``spawn`` (R21), or by the
+ACP layer's background pool. Awaiting a PendingRequest from the loop raises
+DeadlockError instead of hanging.
+
+Lifecycle is OPEN -> DRAINING -> CLOSED. EOF on the read side (or a failed
+write side) ends the loop after the inbox is drained; then the shutdown hooks
+run (the ACP layer cancels prompts and applies the grace period, R13-R14),
+pending outgoing requests fail with ConnectionClosed, spawned tasks are
+cancelled after the grace period and joined, any request still unanswered
+gets an error (every request gets exactly one response), and the writer
+flushes and closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from . import jsonrpc
+from ._frames import Oversized, Truncated
+from .errors import (
+    AcpError,
+    ConnectionClosed,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    ServerBusy,
+    from_exception,
+)
+from .jsonrpc import JsonId, Notification, Request, Response
+from .limits import Limits
+from .pending import PendingRequest
+from .protocol import ReadProtocol
+from .transport import Writer
+
+log = logging.getLogger("acp_fast.dispatch")
+
+
+class State(enum.Enum):
+    OPEN = "open"
+    DRAINING = "draining"
+    CLOSED = "closed"
+
+
+_TRANSITIONS = {
+    State.OPEN: {State.DRAINING},
+    State.DRAINING: {State.CLOSED},
+    State.CLOSED: set[State](),
+}
+
+
+class IncomingRequest:
+    """A request from the peer; answer it exactly once with respond/respond_error."""
+
+    __slots__ = ("_conn", "answered", "id", "method", "params")
+
+    def __init__(self, conn: Connection, id: str | int, method: str, params: Any) -> None:
+        self._conn = conn
+        self.id = id
+        self.method = method
+        self.params = params
+        self.answered = False
+
+    def respond(self, result: Any) -> None:
+        if self._settle():
+            self._conn.writer.write(jsonrpc.encode_result(self.id, result))
+
+    def respond_error(self, exc: BaseException) -> None:
+        if self._settle():
+            self._conn.writer.write(jsonrpc.encode_error(self.id, from_exception(exc)))
+
+    def _settle(self) -> bool:
+        if self.answered:
+            log.warning("second answer to request %r (%s) dropped", self.id, self.method)
+            return False
+        self.answered = True
+        self._conn._incoming.pop(self.id, None)
+        return True
+
+    def __repr__(self) -> str:
+        return f"IncomingRequest(id={self.id!r}, method={self.method!r})"
+
+
+RequestHandler = Callable[[IncomingRequest], Awaitable[bool | None]]
+NotificationHandler = Callable[[Notification], Awaitable[bool | None]]
+ShutdownHook = Callable[[], Awaitable[None]]
+
+
+class _BadLine:
+    """An inbox item for a line that gets an error instead of dispatch."""
+
+    __slots__ = ("error", "id")
+
+    def __init__(self, error: AcpError, id: JsonId) -> None:
+        self.error = error
+        self.id = id
+
+
+_Item = Request | Notification | Response | _BadLine
+
+
+class Connection:
+    """A JSON-RPC peer over one line transport, agent or client side alike."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        writer: Writer,
+        limits: Limits | None = None,
+        name: str = "acp",
+    ) -> None:
+        self.loop = loop
+        self.writer = writer
+        self.limits = limits or Limits()
+        self.name = name
+        self.state = State.OPEN
+        self._request_handlers: list[tuple[str, RequestHandler]] = []
+        self._notification_handlers: list[tuple[str, NotificationHandler]] = []
+        self._shutdown_hooks: list[ShutdownHook] = []
+        self._inbox: deque[_Item] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._reader: ReadProtocol | None = None
+        self._reader_paused = False
+        self._eof = False
+        self._incoming: dict[str | int, IncomingRequest] = {}
+        self._pending: dict[int, PendingRequest] = {}
+        self._next_id = 0
+        self._spawned: set[asyncio.Task[Any]] = set()
+        self._loop_task: asyncio.Task[Any] | None = None
+        self._current_handler: str | None = None
+        writer.on_failure = self._writer_failed
+
+    # -- registration ------------------------------------------------------------
+    def on_receive_request(self, handler: RequestHandler, name: str | None = None) -> None:
+        """Add an ordered request handler; return False from it to pass the request on."""
+        self._request_handlers.append((name or _name_of(handler), handler))
+
+    def on_receive_notification(
+        self, handler: NotificationHandler, name: str | None = None
+    ) -> None:
+        """Add an ordered notification handler; return False to pass it on."""
+        self._notification_handlers.append((name or _name_of(handler), handler))
+
+    def on_shutdown(self, hook: ShutdownHook) -> None:
+        """Run ``hook`` after the read side ended, before pending work is failed."""
+        self._shutdown_hooks.append(hook)
+
+    # -- LineSink (called synchronously by ReadProtocol) ---------------------------
+    def reader_attached(self, reader: ReadProtocol) -> None:
+        self._reader = reader
+
+    def feed_line(self, line: bytes | memoryview) -> None:
+        try:
+            item: _Item = jsonrpc.decode(line)
+        except jsonrpc.InvalidMessage as exc:
+            item = _BadLine(exc, exc.id)
+        except AcpError as exc:  # ParseError
+            item = _BadLine(exc, None)
+        self._push(item)
+
+    def feed_oversized(self, event: Oversized) -> None:
+        rid = jsonrpc.recover_id(event.head)
+        log.warning(
+            "discarded a line of %d bytes (limit %d); id %r",
+            event.size,
+            self.limits.max_line_bytes,
+            rid,
+        )
+        if rid is not None:
+            err = InvalidRequest(
+                f"Invalid request: line of {event.size} bytes exceeds the limit of "
+                f"{self.limits.max_line_bytes} bytes"
+            )
+            self._push(_BadLine(err, rid))
+
+    def feed_truncated(self, event: Truncated) -> None:
+        rid = jsonrpc.recover_id(event.head)
+        log.warning("input ended inside a line of %d bytes; id %r", event.size, rid)
+        if rid is not None:
+            self._push(_BadLine(ParseError("Parse error: input ended inside this message"), rid))
+
+    def feed_eof(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            log.warning("read side failed: %r", exc)
+        self._eof = True
+        self._wake()
+
+    def _push(self, item: _Item) -> None:
+        self._inbox.append(item)
+        if len(self._inbox) >= self.limits.max_inbox and not self._reader_paused:
+            self._reader_paused = True
+            if self._reader is not None:
+                self._reader.pause_reading()
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._wakeup
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # -- the dispatch loop ------------------------------------------------------------
+    def in_dispatch_loop(self) -> bool:
+        task = self._loop_task
+        return task is not None and asyncio.current_task() is task
+
+    def current_handler_name(self) -> str:
+        return repr(self._current_handler or "<none>")
+
+    async def run(self) -> None:
+        """Serve until EOF or transport failure, then shut down in order."""
+        self._loop_task = asyncio.current_task()
+        try:
+            await self._dispatch_loop()
+        finally:
+            await self._shutdown()
+
+    async def _dispatch_loop(self) -> None:
+        inbox = self._inbox
+        resume_at = self.limits.max_inbox // 2
+        while True:
+            if not inbox:
+                if self._eof:
+                    return
+                self._wakeup = self.loop.create_future()
+                await self._wakeup
+                self._wakeup = None
+                continue
+            item = inbox.popleft()
+            if self._reader_paused and len(inbox) <= resume_at:
+                self._reader_paused = False
+                if self._reader is not None:
+                    self._reader.resume_reading()
+            await self._dispatch(item)
+
+    async def _dispatch(self, item: _Item) -> None:
+        kind = type(item)
+        if kind is Request:
+            await self._dispatch_request(item)  # type: ignore[arg-type]
+        elif kind is Notification:
+            await self._dispatch_notification(item)  # type: ignore[arg-type]
+        elif kind is Response:
+            await self._route_response(item)  # type: ignore[arg-type]
+        else:
+            bad: _BadLine = item  # type: ignore[assignment]
+            self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
+
+    async def _dispatch_request(self, req: Request) -> None:
+        if req.id in self._incoming:
+            err = InvalidRequest(f"Invalid request: id {req.id!r} is already in flight")
+            self.writer.write(jsonrpc.encode_error(req.id, err))
+            return
+        incoming = IncomingRequest(self, req.id, req.method, req.params)
+        self._incoming[req.id] = incoming
+        for name, handler in self._request_handlers:
+            self._current_handler = name
+            try:
+                claimed = await handler(incoming)
+            except Exception as exc:
+                _log_handler_failure(name, req.method, exc)
+                incoming.respond_error(exc)
+                return
+            finally:
+                self._current_handler = None
+            if claimed is not False:
+                return
+        incoming.respond_error(MethodNotFound(f"Method not found: {req.method}", {"method": req.method}))
+
+    async def _dispatch_notification(self, note: Notification) -> None:
+        for name, handler in self._notification_handlers:
+            self._current_handler = name
+            try:
+                claimed = await handler(note)
+            except Exception as exc:  # never answered (R06); logged with traceback
+                _log_handler_failure(name, note.method, exc)
+                return
+            finally:
+                self._current_handler = None
+            if claimed is not False:
+                return
+        log.debug("ignored unknown notification %s", note.method)
+
+    async def _route_response(self, resp: Response) -> None:
+        pending = self._pending.pop(resp.id, None) if type(resp.id) is int else None
+        if pending is None:
+            log.warning("dropped a response for unknown request id %r", resp.id)
+            return
+        self._current_handler = f"result callback of {pending.method}"
+        try:
+            await pending._route(resp.result, resp.error)
+        except Exception as exc:
+            _log_handler_failure(self._current_handler, pending.method, exc)
+        finally:
+            self._current_handler = None
+
+    # -- outgoing ---------------------------------------------------------------------
+    def send_request(self, method: str, params: Any = None) -> PendingRequest:
+        """Send a request now; consume the answer by awaiting or ``on_result``."""
+        if self._eof or self.state is not State.OPEN:
+            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
+        if len(self._pending) >= self.limits.max_pending_outgoing:
+            raise ServerBusy(
+                f"{len(self._pending)} outgoing requests are awaiting answers "
+                f"(limit {self.limits.max_pending_outgoing})"
+            )
+        self._next_id += 1
+        pending = PendingRequest(self, self._next_id, method)
+        self._pending[pending.id] = pending
+        self.writer.write(jsonrpc.encode_request(pending.id, method, params))
+        return pending
+
+    def send_notification(self, method: str, params: Any = None) -> None:
+        """Queue a notification without waiting for the pipe (control traffic)."""
+        self.writer.write(jsonrpc.encode_notification(method, params))
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification, waiting while stdout is backed up (R26)."""
+        self.writer.write(jsonrpc.encode_notification(method, params))
+        await self.writer.drain()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+        """Run work off the dispatch loop; owned, logged on failure, joined on shutdown."""
+        if len(self._spawned) >= self.limits.max_spawned:
+            coro.close()
+            raise ServerBusy(
+                f"{len(self._spawned)} spawned tasks are running (limit {self.limits.max_spawned})"
+            )
+        task = self.loop.create_task(coro, name=name or f"{self.name}.spawn")
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned_done)
+        return task
+
+    def _spawned_done(self, task: asyncio.Task[Any]) -> None:
+        self._spawned.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("spawned task %s failed", task.get_name(), exc_info=exc)
+
+    # -- shutdown -----------------------------------------------------------------------
+    def _set_state(self, new: State) -> None:
+        if new not in _TRANSITIONS[self.state]:
+            raise RuntimeError(f"illegal connection state change {self.state} -> {new}")
+        self.state = new
+
+    def _writer_failed(self, exc: BaseException | None) -> None:
+        log.warning("write side failed (%r); shutting down", exc)
+        if self._reader is not None:
+            self._reader.close()
+        self._inbox.clear()
+        self.feed_eof(None)
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
+
+    async def _shutdown(self) -> None:
+        self._set_state(State.DRAINING)
+        # Nothing more will be read: no response can arrive for what we asked.
+        self._fail_pending()
+        for hook in self._shutdown_hooks:
+            try:
+                await hook()
+            except Exception:
+                log.exception("shutdown hook %s failed", _name_of(hook))
+        self._fail_pending()
+        if self._spawned:
+            _, alive = await asyncio.wait(set(self._spawned), timeout=self.limits.shutdown_grace_s)
+            for task in alive:
+                task.cancel()
+            if alive:
+                await asyncio.wait(alive, timeout=self.limits.abort_join_s)
+        for incoming in list(self._incoming.values()):
+            incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
+        await self.writer.close()
+        self._set_state(State.CLOSED)
+
+    # -- introspection for tests and leak checks ----------------------------------------
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "inbox": len(self._inbox),
+            "incoming": len(self._incoming),
+            "pending": len(self._pending),
+            "spawned": len(self._spawned),
+        }
+
+
+def _name_of(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _log_handler_failure(handler: str | None, method: str, exc: BaseException) -> None:
+    if isinstance(exc, AcpError):
+        log.debug("handler %s answered %s with %r", handler, method, exc)
+    else:
+        log.error("handler %s failed on %s", handler, method, exc_info=exc)

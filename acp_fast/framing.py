@@ -1,0 +1,43 @@
+"""Newline framing: picks the Cython framer, or its pure-Python twin.
+
+``ACP_FAST_NO_EXTENSIONS=1`` or a failed import of the extension selects the
+pure-Python framer; ``IMPLEMENTATION`` says which one is live ("c" or "python").
+Both have the same API and produce the same lines and events:
+
+- ``LineFramer(max_line_bytes, head_bytes).feed(data)`` returns a list of
+  complete lines (``\\n`` and a preceding ``\\r`` stripped, empty lines
+  skipped) and :class:`Oversized` events. A line that lies wholly inside
+  ``data`` is a memoryview into it (valid until ``data`` is reused); only a
+  line spanning chunks is assembled into new bytes.
+- ``close()`` ends the stream and returns a :class:`Truncated` for a final
+  line without ``\\n``, else None.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ._frames import Oversized, Truncated
+
+if TYPE_CHECKING:
+    from ._framing_py import LineFramer as LineFramer
+
+    IMPLEMENTATION: str
+elif os.environ.get("ACP_FAST_NO_EXTENSIONS") == "1":
+    from ._framing_py import LineFramer
+
+    IMPLEMENTATION = "python"
+else:
+    try:
+        from ._framing import LineFramer
+
+        IMPLEMENTATION = "c"
+    except ImportError:
+        from ._framing_py import LineFramer
+
+        IMPLEMENTATION = "python"
+
+Frame = bytes | memoryview | Oversized
+
+__all__ = ["IMPLEMENTATION", "Frame", "LineFramer", "Oversized", "Truncated"]

@@ -1,0 +1,236 @@
+"""JSON-RPC 2.0 envelopes, sans-IO: one line in, one message out, and back.
+
+All orjson use lives here. ``decode`` never raises anything but AcpError
+subclasses: a line that is not JSON (or not UTF-8) is a ParseError (-32700),
+a JSON value that is no JSON-RPC message is InvalidRequest (-32600) carrying
+whatever id could be recovered, so the caller can always answer (R24).
+
+Batches (JSON arrays) are not part of ACP v1; they are refused with one
+-32600 whose message says so, and the connection keeps serving.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+import orjson
+
+from .errors import AcpError, InvalidRequest, ParseError
+
+JsonId: TypeAlias = "str | int | None"
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_DUMPS = orjson.dumps
+_LOADS = orjson.loads
+_NL = orjson.OPT_APPEND_NEWLINE
+
+
+class Request:
+    """An incoming or outgoing call that wants exactly one response."""
+
+    __slots__ = ("id", "method", "params")
+
+    def __init__(self, id: str | int, method: str, params: Any) -> None:
+        self.id = id
+        self.method = method
+        self.params = params
+
+    def __repr__(self) -> str:
+        return f"Request(id={self.id!r}, method={self.method!r})"
+
+
+class Notification:
+    """A message without id: never answered, not even with an error (R06)."""
+
+    __slots__ = ("method", "params")
+
+    def __init__(self, method: str, params: Any) -> None:
+        self.method = method
+        self.params = params
+
+    def __repr__(self) -> str:
+        return f"Notification(method={self.method!r})"
+
+
+class Response:
+    """The answer to a request this side sent; ``error`` is the raw wire object."""
+
+    __slots__ = ("error", "id", "result")
+
+    def __init__(self, id: JsonId, result: Any = None, error: Any = None) -> None:
+        self.id = id
+        self.result = result
+        self.error = error
+
+    def __repr__(self) -> str:
+        kind = "error" if self.error is not None else "result"
+        return f"Response(id={self.id!r}, {kind})"
+
+
+Message: TypeAlias = Request | Notification | Response
+
+
+class InvalidMessage(InvalidRequest):
+    """-32600 with the id recovered from the bad message (None if there was none)."""
+
+    def __init__(self, message: str, id: JsonId = None) -> None:
+        super().__init__(message)
+        self.id = id
+
+
+def _valid_id(value: Any) -> bool:
+    if type(value) is str:
+        return True
+    return type(value) is int and _INT64_MIN <= value <= _INT64_MAX
+
+
+def loads(line: bytes | bytearray | memoryview | str) -> Any:
+    """Parse one line; invalid JSON or invalid UTF-8 is a ParseError."""
+    try:
+        return _LOADS(line)
+    except orjson.JSONDecodeError as exc:
+        raise ParseError(f"Parse error: {exc}") from None
+
+
+def classify(obj: Any) -> Message:
+    """Sort a decoded value into request, notification or response (R24)."""
+    if type(obj) is not dict:
+        if type(obj) is list:
+            raise InvalidMessage(
+                "Invalid request: JSON-RPC batches are not supported by ACP v1; "
+                "send one message per line"
+            )
+        raise InvalidMessage(f"Invalid request: expected a JSON object, got {_kind(obj)}")
+    has_id = "id" in obj
+    raw_id = obj.get("id")
+    rid: JsonId = raw_id if has_id and (raw_id is None or _valid_id(raw_id)) else None
+    if obj.get("jsonrpc") != "2.0":
+        raise InvalidMessage('Invalid request: "jsonrpc" must be "2.0"', rid)
+    if has_id and raw_id is not None and not _valid_id(raw_id):
+        raise InvalidMessage(
+            "Invalid request: id must be a string, an int64 integer or null", None
+        )
+    method = obj.get("method")
+    if method is not None:
+        if type(method) is not str:
+            raise InvalidMessage('Invalid request: "method" must be a string', rid)
+        params = obj.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            raise InvalidMessage(
+                'Invalid request: "params" must be an object or an array', rid
+            )
+        if not has_id:
+            return Notification(method, params)
+        if raw_id is None:
+            raise InvalidMessage("Invalid request: a request id must not be null", None)
+        return Request(raw_id, method, params)
+    if "result" in obj or "error" in obj:
+        if not has_id:
+            raise InvalidMessage("Invalid request: a response needs an id", None)
+        if "result" in obj and "error" in obj:
+            raise InvalidMessage('Invalid request: both "result" and "error"', rid)
+        if "error" in obj:
+            err = obj["error"]
+            if type(err) is not dict:
+                raise InvalidMessage('Invalid request: "error" must be an object', rid)
+            return Response(rid, None, err)
+        return Response(rid, obj["result"], None)
+    raise InvalidMessage('Invalid request: no "method", "result" or "error"', rid)
+
+
+def decode(line: bytes | bytearray | memoryview | str) -> Message:
+    """Parse and classify one framed line."""
+    return classify(loads(line))
+
+
+def _kind(obj: Any) -> str:
+    if obj is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+        type(obj), type(obj).__name__
+    )
+
+
+# -- encoding: one message, one line, compact, newline-terminated ----------
+
+
+def encode_request(id: str | int, method: str, params: Any) -> bytes:
+    if params is None:
+        return _DUMPS({"jsonrpc": "2.0", "id": id, "method": method}, option=_NL)
+    return _DUMPS({"jsonrpc": "2.0", "id": id, "method": method, "params": params}, option=_NL)
+
+
+def encode_notification(method: str, params: Any) -> bytes:
+    if params is None:
+        return _DUMPS({"jsonrpc": "2.0", "method": method}, option=_NL)
+    return _DUMPS({"jsonrpc": "2.0", "method": method, "params": params}, option=_NL)
+
+
+def encode_result(id: JsonId, result: Any) -> bytes:
+    return _DUMPS({"jsonrpc": "2.0", "id": id, "result": result}, option=_NL)
+
+
+def encode_error(id: JsonId, error: AcpError) -> bytes:
+    return _DUMPS({"jsonrpc": "2.0", "id": id, "error": error.to_error_obj()}, option=_NL)
+
+
+def raw(payload: bytes) -> orjson.Fragment:
+    """Wrap already-encoded JSON so it is forwarded without a decode/encode."""
+    return orjson.Fragment(payload)
+
+
+def recover_id(head: bytes) -> JsonId:
+    """Best-effort id from the first bytes of an over-limit line (R25).
+
+    Looks for a top-level ``"id":`` before any nested value starts; returns
+    None when it cannot be sure, in which case the line goes unanswered
+    except for a log record.
+    """
+    key = head.find(b'"id"')
+    if key < 0:
+        return None
+    # Only trust it if no '{' or '[' opened between the object start and the key.
+    start = head.find(b"{")
+    if start < 0 or start > key or b"{" in head[start + 1 : key] or b"[" in head[start + 1 : key]:
+        return None
+    rest = head[key + 4 :].lstrip()
+    if not rest.startswith(b":"):
+        return None
+    rest = rest[1:].lstrip()
+    end = 0
+    if rest.startswith(b'"'):
+        end = rest.find(b'"', 1)
+        while end > 0 and rest[end - 1 : end] == b"\\":
+            end = rest.find(b'"', end + 1)
+        if end < 0:
+            return None
+        token = rest[: end + 1]
+    else:
+        while end < len(rest) and rest[end : end + 1] in b"-0123456789":
+            end += 1
+        token = rest[:end]
+    try:
+        value = _LOADS(token)
+    except orjson.JSONDecodeError:
+        return None
+    return value if _valid_id(value) else None
+
+
+__all__ = [
+    "InvalidMessage",
+    "JsonId",
+    "Message",
+    "Notification",
+    "Request",
+    "Response",
+    "classify",
+    "decode",
+    "encode_error",
+    "encode_notification",
+    "encode_request",
+    "encode_result",
+    "loads",
+    "raw",
+    "recover_id",
+]

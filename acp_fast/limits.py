@@ -1,0 +1,103 @@
+"""Every bound acp_fast enforces, named once, with the reason for its value.
+
+Nothing in the runtime grows without one of these limits. They travel together
+in one frozen :class:`Limits`, so a server is configured in one place (the CLI
+flags map onto its fields one to one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+KiB = 1024
+MiB = 1024 * KiB
+
+#: Longest accepted line (R25). ACP carries images and embedded resources as
+#: base64 inside one line; the official Python SDK reads with a 50 MB limit, so
+#: 64 MiB accepts everything it sends while still refusing a runaway stream.
+MAX_LINE_BYTES = 64 * MiB
+
+#: How much of an over-limit line the framer keeps, so the caller can recover
+#: the request id (``{"jsonrpc":"2.0","id":...`` is almost always near the
+#: start). Small enough that a hostile stream costs nothing.
+OVERLIMIT_HEAD_BYTES = 4 * KiB
+
+#: Size of the buffer handed to the loop on the zero-copy read path. 256 KiB
+#: matches the pipe capacity Linux grows to under load, so one read drains it.
+READ_BUFFER_BYTES = 256 * KiB
+
+#: Background requests (prompts and mcp/*) running at once per connection
+#: (R08). 32 is the contract's default; the 33rd is refused, not queued.
+MAX_BACKGROUND = 32
+
+#: Incoming messages parsed but not yet dispatched. Reading from stdin is
+#: paused when this many wait, so a client that floods control traffic is
+#: slowed by the pipe instead of growing our memory.
+MAX_INBOX = 1024
+
+#: Requests this side has sent and not yet seen answered (permission, fs,
+#: terminal, mcp). A further one fails at once instead of piling up.
+MAX_PENDING_OUTGOING = 1024
+
+#: Tasks started with ``Connection.spawn`` alive at once.
+MAX_SPAWNED = 1024
+
+#: Sessions one connection may hold. Ten thousand idle sessions cost a few MiB.
+MAX_SESSIONS = 10_000
+
+#: Open MCP-over-ACP connections per ACP connection (R17).
+MAX_MCP_CONNECTIONS = 256
+
+#: Bytes buffered for stdout above which producers wait for the pipe (R26).
+#: 1 MiB is several hundred streamed chunks: enough to keep the pipe busy,
+#: small enough that a stalled client costs little.
+WRITE_HIGH_WATER = 1 * MiB
+
+#: Producers resume once the buffer drains below this.
+WRITE_LOW_WATER = 256 * KiB
+
+#: Seconds background tasks get to finish after EOF or a transport failure
+#: before they are aborted (R14).
+SHUTDOWN_GRACE_S = 5.0
+
+#: After aborting tasks that outlived the grace period, seconds to wait for
+#: them to unwind. A task that swallows cancellation cannot be forced in
+#: asyncio; after this it is abandoned (logged) and the process exits anyway.
+ABORT_JOIN_S = 1.0
+
+#: Seconds a session may sit idle before it is evicted (R16); 0 disables.
+IDLE_SESSION_TIMEOUT_S = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds of one connection; every field defaults to the constant above."""
+
+    max_line_bytes: int = MAX_LINE_BYTES
+    overlimit_head_bytes: int = OVERLIMIT_HEAD_BYTES
+    read_buffer_bytes: int = READ_BUFFER_BYTES
+    max_background: int = MAX_BACKGROUND
+    max_inbox: int = MAX_INBOX
+    max_pending_outgoing: int = MAX_PENDING_OUTGOING
+    max_spawned: int = MAX_SPAWNED
+    max_sessions: int = MAX_SESSIONS
+    max_mcp_connections: int = MAX_MCP_CONNECTIONS
+    write_high_water: int = WRITE_HIGH_WATER
+    write_low_water: int = WRITE_LOW_WATER
+    shutdown_grace_s: float = SHUTDOWN_GRACE_S
+    abort_join_s: float = ABORT_JOIN_S
+    idle_session_timeout_s: float = IDLE_SESSION_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value < 0 or (value == 0 and f.name not in _ZERO_OK):
+                raise ValueError(f"Limits.{f.name} must be positive, got {value!r}")
+        if self.write_low_water > self.write_high_water:
+            raise ValueError(
+                f"write_low_water ({self.write_low_water}) must not exceed "
+                f"write_high_water ({self.write_high_water})"
+            )
+
+
+_ZERO_OK = frozenset({"shutdown_grace_s", "abort_join_s", "idle_session_timeout_s", "write_low_water"})

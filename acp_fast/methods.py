@@ -1,0 +1,232 @@
+"""The ACP v1 method table: wire name, lane, Python name, params, gate (R01, R02).
+
+This table is the single source of truth for which lane a method runs in.
+Control-lane methods run one at a time on the dispatch loop, in arrival
+order, and finish updating the connection context before the next message
+(R01). Background-lane methods run in the bounded pool with a snapshot of
+the context (R02). Extension methods (``_name``) are control-lane unless the
+agent declares them background.
+
+Params are checked against the field list before the handler runs: a missing
+or ill-typed required field gets -32602 naming it. Wire names are camelCase;
+handlers receive snake_case keyword arguments. Unknown fields are ignored
+(ACP adds optional fields over time), ``_meta`` arrives as ``field_meta``
+(the official SDK's name) and a malformed ``_meta`` is dropped, not refused.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .errors import InvalidParams
+
+PROTOCOL_VERSION: Final = 1
+SUPPORTED_PROTOCOL_VERSIONS: Final = frozenset({1})
+
+
+class Lane(enum.Enum):
+    CONTROL = "control"
+    BACKGROUND = "background"
+
+
+Check = Callable[[Any], bool]
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_obj(v: Any) -> bool:
+    return type(v) is dict
+
+
+def _is_list(v: Any) -> bool:
+    return type(v) is list
+
+
+def _is_str_list(v: Any) -> bool:
+    return type(v) is list and all(type(x) is str for x in v)
+
+
+def _is_abs_path(v: Any) -> bool:
+    return type(v) is str and os.path.isabs(v)
+
+
+def _is_abs_path_list(v: Any) -> bool:
+    return type(v) is list and all(_is_abs_path(x) for x in v)
+
+
+def _is_content_list(v: Any) -> bool:
+    return type(v) is list and all(type(b) is dict and type(b.get("type")) is str for b in v)
+
+
+def _is_config_value(v: Any) -> bool:
+    return type(v) is str or type(v) is bool
+
+
+def _is_request_id(v: Any) -> bool:
+    return type(v) is str or type(v) is int
+
+
+_EXPECT: Final[dict[Check, str]] = {
+    _is_str: "a string",
+    _is_int: "an integer",
+    _is_obj: "an object",
+    _is_list: "an array",
+    _is_str_list: "an array of strings",
+    _is_abs_path: "an absolute path",
+    _is_abs_path_list: "an array of absolute paths",
+    _is_content_list: "an array of content blocks (objects with a string 'type')",
+    _is_config_value: "a string or a boolean",
+    _is_request_id: "a string or an integer",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    wire: str
+    py: str
+    check: Check
+    required: bool = True
+
+
+def _f(wire: str, check: Check, required: bool = True) -> Field:
+    py = re.sub(r"(?<!^)(?=[A-Z])", "_", wire).lower()
+    return Field(wire, py, check, required)
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    method: str
+    lane: Lane
+    attr: str  # the Agent method that handles it
+    fields: tuple[Field, ...]
+    notification: bool = False
+
+    def parse(self, params: Any) -> dict[str, Any]:
+        """Validate wire params and return handler kwargs (snake_case)."""
+        if params is None:
+            params = {}
+        elif type(params) is not dict:
+            raise InvalidParams(f"Invalid params for {self.method}: expected an object")
+        kwargs: dict[str, Any] = {}
+        for f in self.fields:
+            value = params.get(f.wire)
+            if value is None:
+                if f.required:
+                    raise InvalidParams(
+                        f"Invalid params for {self.method}: missing required field {f.wire!r}",
+                        {"field": f.wire},
+                    )
+                kwargs[f.py] = None
+                continue
+            if not f.check(value):
+                raise InvalidParams(
+                    f"Invalid params for {self.method}: field {f.wire!r} must be "
+                    f"{_EXPECT[f.check]}",
+                    {"field": f.wire},
+                )
+            kwargs[f.py] = value
+        meta = params.get("_meta")
+        if meta is not None and type(meta) is dict:
+            kwargs["field_meta"] = meta
+        return kwargs
+
+
+_C, _B = Lane.CONTROL, Lane.BACKGROUND
+_SID = _f("sessionId", _is_str)
+_CWD = _f("cwd", _is_abs_path)
+_DIRS = _f("additionalDirectories", _is_abs_path_list, False)
+
+_SPECS: Final = (
+    MethodSpec(
+        "initialize",
+        _C,
+        "initialize",
+        (
+            _f("protocolVersion", _is_int),
+            _f("clientCapabilities", _is_obj, False),
+            _f("clientInfo", _is_obj, False),
+        ),
+    ),
+    MethodSpec("authenticate", _C, "authenticate", (_f("methodId", _is_str),)),
+    MethodSpec("logout", _C, "logout", ()),
+    MethodSpec("session/new", _C, "new_session", (_CWD, _f("mcpServers", _is_list), _DIRS)),
+    MethodSpec(
+        "session/load", _C, "load_session", (_SID, _CWD, _f("mcpServers", _is_list), _DIRS)
+    ),
+    MethodSpec(
+        "session/resume",
+        _C,
+        "resume_session",
+        (_SID, _CWD, _f("mcpServers", _is_list, False), _DIRS),
+    ),
+    MethodSpec(
+        "session/fork", _C, "fork_session", (_SID, _CWD, _f("mcpServers", _is_list, False), _DIRS)
+    ),
+    MethodSpec(
+        "session/list", _C, "list_sessions", (_f("cwd", _is_abs_path, False), _f("cursor", _is_str, False))
+    ),
+    MethodSpec("session/delete", _C, "delete_session", (_SID,)),
+    MethodSpec("session/close", _C, "close_session", (_SID,)),
+    MethodSpec("session/set_mode", _C, "set_session_mode", (_SID, _f("modeId", _is_str))),
+    MethodSpec(
+        "session/set_config_option",
+        _C,
+        "set_config_option",
+        (_SID, _f("configId", _is_str), _f("value", _is_config_value), _f("type", _is_str, False)),
+    ),
+    MethodSpec("session/prompt", _B, "prompt", (_SID, _f("prompt", _is_content_list))),
+    MethodSpec("session/cancel", _C, "cancel", (_SID,), notification=True),
+    MethodSpec(
+        "$/cancel_request", _C, "cancel_request", (_f("requestId", _is_request_id),), notification=True
+    ),
+    MethodSpec("mcp/connect", _B, "mcp_connect", (_f("serverId", _is_str),)),
+    MethodSpec(
+        "mcp/message",
+        _B,
+        "mcp_message",
+        (_f("connectionId", _is_str), _f("method", _is_str), _f("params", lambda v: True, False)),
+    ),
+    MethodSpec("mcp/disconnect", _B, "mcp_disconnect", (_f("connectionId", _is_str),)),
+)
+
+#: Wire method name -> spec, for every client->agent method acp_fast knows.
+AGENT_METHODS: Final[dict[str, MethodSpec]] = {s.method: s for s in _SPECS}
+
+#: Agent->client methods, wire name -> the capability path that gates them
+#: (None: always allowed). Calling a gated method the client did not
+#: advertise raises before anything is sent.
+CLIENT_METHODS: Final[dict[str, tuple[str, ...] | None]] = {
+    "session/update": None,
+    "session/request_permission": None,
+    "fs/read_text_file": ("fs", "readTextFile"),
+    "fs/write_text_file": ("fs", "writeTextFile"),
+    "terminal/create": ("terminal",),
+    "terminal/output": ("terminal",),
+    "terminal/wait_for_exit": ("terminal",),
+    "terminal/kill": ("terminal",),
+    "terminal/release": ("terminal",),
+    "elicitation/create": ("elicitation",),
+    "elicitation/complete": ("elicitation", "url"),
+    "mcp/connect": None,
+    "mcp/message": None,
+    "mcp/disconnect": None,
+}
+
+
+def lane_of(method: str, background_extensions: frozenset[str] = frozenset()) -> Lane:
+    """The lane a method runs in; unknown and extension methods are control-lane."""
+    spec = AGENT_METHODS.get(method)
+    if spec is not None:
+        return spec.lane
+    return _B if method in background_extensions else _C

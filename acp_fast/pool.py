@@ -1,0 +1,168 @@
+"""The bounded background pool: the only place background tasks are created (R08, R13-R15).
+
+Admission reserves everything a job needs *before* its task exists: a pool
+slot (the 33rd request is refused at once, not queued, R08), the session's
+prompt slot and its cancellation token (R07, R10). A done-callback releases
+both on every path: completion, exception, cancellation and abort (R15).
+
+Every job answers its request exactly once. A job cancelled through its
+token or by task cancellation answers ``{"stopReason": "cancelled"}`` for a
+prompt and -32800 otherwise (R12); if the task is gone without an answer
+(aborted after the grace period, R14), the pool answers for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from .cancel import CancelToken
+from .errors import RequestCancelled, ServerBusy
+
+if TYPE_CHECKING:
+    from .dispatch import IncomingRequest
+    from .sessions import Session
+
+log = logging.getLogger("acp_fast.pool")
+
+CANCELLED_PROMPT: dict[str, Any] = {"stopReason": "cancelled"}
+
+
+class Job:
+    """One admitted background request and what it holds."""
+
+    __slots__ = ("aborted", "pool", "released", "request", "session", "started", "task", "token")
+
+    def __init__(self, pool: BackgroundPool, request: IncomingRequest, session: Session | None) -> None:
+        self.pool = pool
+        self.request = request
+        self.session = session
+        self.token = CancelToken()
+        self.task: asyncio.Task[None] | None = None
+        self.started = False
+        self.released = False
+        self.aborted = False
+
+    @property
+    def is_prompt(self) -> bool:
+        return self.session is not None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Cancel via the token and, once the task runs, as task cancellation."""
+        self.token.cancel(reason)
+        task = self.task
+        if task is not None and self.started and not task.done():
+            task.cancel(reason)
+
+    def answer_cancelled(self) -> None:
+        if self.is_prompt:
+            self.request.respond(CANCELLED_PROMPT)
+        else:
+            self.request.respond_error(RequestCancelled())
+
+    def __repr__(self) -> str:
+        return f"Job({self.request.method} id={self.request.id!r})"
+
+
+JobBody = Callable[[Job], Awaitable[Any]]
+OnDone = Callable[[Job, str], None]
+
+
+class BackgroundPool:
+    """At most ``capacity`` background jobs per connection."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int, on_done: OnDone | None = None) -> None:
+        self._loop = loop
+        self.capacity = capacity
+        self._jobs: dict[str | int, Job] = {}
+        self._on_done = on_done
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._jobs)
+
+    def get(self, request_id: str | int) -> Job | None:
+        return self._jobs.get(request_id)
+
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    def admit(self, request: IncomingRequest, session: Session | None = None) -> Job:
+        """Reserve a slot (and the session's turn); raise instead of queueing."""
+        if len(self._jobs) >= self.capacity:
+            raise ServerBusy(
+                f"server busy: {len(self._jobs)} background requests in flight "
+                f"(limit {self.capacity}); retry when one finishes",
+                {"limit": self.capacity, "inFlight": len(self._jobs)},
+            )
+        job = Job(self, request, session)
+        if session is not None:
+            job.token = session.begin_turn(job)  # raises PromptInProgress (R07)
+        self._jobs[request.id] = job
+        return job
+
+    def start(self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any]) -> None:
+        """Create the job's task; ``result_of`` maps the body's return to the wire result."""
+        method = job.request.method
+        label = job.session.id if job.session is not None else "-"
+        job.task = self._loop.create_task(
+            self._run(job, body, result_of), name=f"acp.{method}:{label}:{job.request.id}"
+        )
+        job.task.add_done_callback(lambda _t: self._release(job, "done"))
+
+    async def _run(self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any]) -> None:
+        job.started = True
+        task = asyncio.current_task()
+        if job.token.cancelled and task is not None:
+            task.cancel()  # cancelled before it ran a step (R10): stop at its first await
+        try:
+            value = await body(job)
+        except asyncio.CancelledError:
+            if task is not None:
+                task.uncancel()
+            job.answer_cancelled()
+            return
+        except Exception as exc:
+            log.error("%s failed", job, exc_info=exc)
+            job.request.respond_error(exc)
+            return
+        if job.token.cancelled:
+            job.answer_cancelled() if job.is_prompt else job.request.respond(result_of(job, value))
+        else:
+            job.request.respond(result_of(job, value))
+
+    def _release(self, job: Job, how: str) -> None:
+        if job.released:
+            return
+        job.released = True
+        self._jobs.pop(job.request.id, None)
+        if job.session is not None:
+            job.session.end_turn(job)
+        if not job.request.answered:
+            job.answer_cancelled()
+        if self._on_done is not None:
+            self._on_done(job, how)
+
+    async def shutdown(self, grace_s: float, abort_join_s: float) -> None:
+        """Cancel every job, give them ``grace_s`` to finish, then abort the rest (R13, R14)."""
+        jobs = self.jobs()
+        for job in jobs:
+            job.cancel("shutdown")
+        tasks = {j.task for j in jobs if j.task is not None and not j.task.done()}
+        if not tasks:
+            return
+        _, alive = await asyncio.wait(tasks, timeout=grace_s)
+        if not alive:
+            return
+        for job in jobs:
+            if job.task in alive:
+                job.aborted = True
+                log.warning("%s ignored cancellation for %.1f s; aborting it", job, grace_s)
+                assert job.task is not None
+                job.task.cancel("abort")
+                self._release(job, "aborted")
+        _, stuck = await asyncio.wait(alive, timeout=abort_join_s)
+        for task in stuck:
+            log.error("task %s did not stop after abort; abandoning it", task.get_name())

@@ -1,0 +1,420 @@
+"""The ACP agent-server policy on top of a Connection, and ``run_agent`` for stdio.
+
+Enforces R01-R16 (the rule each piece enforces is named where it happens):
+control methods run inline on the dispatch loop, so the context and the
+session table are updated before the next message is admitted (R01);
+``session/prompt`` and ``mcp/*`` go through the bounded pool with a context
+snapshot (R02, R08); cancellation and shutdown follow cancel.py and pool.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .agent import CAPABILITY_OF, Agent, Turn, _current_turn, implements
+from .client_api import Client
+from .context import Context
+from .dispatch import Connection, IncomingRequest
+from .errors import InvalidParams, InvalidRequest, MethodNotFound
+from .framing import LineFramer
+from .jsonrpc import Notification
+from .limits import Limits
+from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
+from .pool import BackgroundPool, Job
+from .protocol import ReadProtocol
+from .sessions import Session, SessionTable
+from .transport import Writer, connect_stdio
+
+log = logging.getLogger("acp_fast.server")
+
+Kwargs = dict[str, Any]
+ControlHandler = Callable[[Kwargs], Awaitable[Any]]
+
+
+def _stop_reason(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"stopReason": "end_turn"}
+    if isinstance(value, str):
+        return {"stopReason": value}
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"prompt() returned {type(value).__name__}; expected a dict, a str or None")
+
+
+def _set_path(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        node = obj.get(key)
+        if not isinstance(node, dict):
+            node = obj[key] = {}
+        obj = node
+    obj[path[-1]] = value
+
+
+def _del_path(obj: dict[str, Any], path: tuple[str, ...]) -> None:
+    for key in path[:-1]:
+        node = obj.get(key)
+        if not isinstance(node, dict):
+            return
+        obj = node
+    obj.pop(path[-1], None)
+
+
+class AgentServer:
+    """Serves one Agent on one Connection."""
+
+    def __init__(self, agent: Agent, conn: Connection) -> None:
+        self.agent = agent
+        self.conn = conn
+        self.limits = conn.limits
+        self.context = Context()
+        self.sessions = SessionTable(self.limits.max_sessions)
+        self.pool = BackgroundPool(conn.loop, self.limits.max_background)
+        self.client = Client(conn, lambda: self.context)
+        self._implemented = frozenset(
+            name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
+        )
+        self._control: dict[str, ControlHandler] = {
+            "initialize": self._initialize,
+            "authenticate": self._authenticate,
+            "logout": self._logout,
+            "session/new": self._new_session,
+            "session/load": self._load_session,
+            "session/resume": self._resume_session,
+            "session/fork": self._fork_session,
+            "session/list": self._list_sessions,
+            "session/delete": self._delete_session,
+            "session/close": self._close_session,
+            "session/set_mode": self._set_mode,
+            "session/set_config_option": self._set_config_option,
+        }
+        self._idle_timer: asyncio.TimerHandle | None = None
+        conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
+        conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
+        conn.on_shutdown(self._shutdown)
+        agent.on_connect(self.client)
+        if self.limits.idle_session_timeout_s > 0:
+            self._schedule_idle_sweep()
+
+    # -- incoming --------------------------------------------------------------------
+    async def _on_request(self, req: IncomingRequest) -> bool:
+        method = req.method
+        spec = AGENT_METHODS.get(method)
+        if spec is None or spec.notification:
+            if method.startswith("_") and "ext_method" in self._implemented:
+                self._require_initialized(method)
+                await self._ext_request(req)
+                return True
+            raise MethodNotFound(f"Method not found: {method}", {"method": method})
+        self._require_initialized(method)
+        kwargs = spec.parse(req.params)
+        if spec.lane is Lane.BACKGROUND:
+            self._admit(req, spec, kwargs)
+            return True
+        if method not in ("initialize", "session/new") and spec.attr not in self._implemented:
+            raise MethodNotFound(f"Method not found: {method} (not supported by this agent)")
+        req.respond(await self._control[method](kwargs))
+        return True
+
+    def _require_initialized(self, method: str) -> None:
+        if not self.context.initialized and method != "initialize":
+            raise InvalidRequest(f"Invalid request: {method} before initialize")
+
+    async def _on_notification(self, note: Notification) -> bool:
+        method = note.method
+        spec = AGENT_METHODS.get(method)
+        if spec is None or not spec.notification:
+            if method.startswith("_"):
+                await self.agent.ext_notification(method, note.params if isinstance(note.params, dict) else {})
+            else:
+                log.debug("ignored notification %s", method)
+            return True
+        try:
+            kwargs = spec.parse(note.params)
+        except InvalidParams as exc:  # R06: logged and dropped, never answered
+            log.warning("dropped malformed %s: %s", method, exc.message)
+            return True
+        if method == "session/cancel":
+            await self._cancel_session(kwargs["session_id"])
+        else:
+            self._cancel_request(kwargs["request_id"])
+        return True
+
+    # -- cancellation (R10-R12) ------------------------------------------------------------
+    async def _cancel_session(self, session_id: str) -> None:
+        session = self.sessions.find(session_id)
+        if session is None:
+            log.debug("session/cancel for unknown session %r ignored", session_id)
+            return
+        session.cancel_turn("session/cancel")
+        await self.agent.cancel(session_id)
+
+    def _cancel_request(self, request_id: str | int) -> None:
+        job = self.pool.get(request_id)
+        if job is None:
+            return  # finished already, or never ours: the normal response stands
+        if job.session is not None:
+            job.session.cancel_turn("$/cancel_request")
+        else:
+            job.cancel("$/cancel_request")
+
+    # -- background lane (R02, R07, R08) ---------------------------------------------------
+    def _admit(self, req: IncomingRequest, spec: MethodSpec, kwargs: Kwargs) -> None:
+        if spec.method == "session/prompt":
+            if "prompt" not in self._implemented:
+                raise MethodNotFound("Method not found: session/prompt (not supported by this agent)")
+            session = self.sessions.get(kwargs["session_id"])
+            job = self.pool.admit(req, session)
+            self.pool.start(job, lambda j: self._run_prompt(j, kwargs), lambda _j, v: _stop_reason(v))
+            return
+        handler = getattr(self.agent, spec.attr, None)
+        if handler is None or spec.attr not in self._implemented:
+            raise MethodNotFound(f"Method not found: {spec.method} (no MCP bridge is configured)")
+        job = self.pool.admit(req)
+        snapshot = self.context
+        self.pool.start(job, lambda j: handler(context=snapshot, **kwargs), lambda _j, v: v)
+
+    async def _run_prompt(self, job: Job, kwargs: Kwargs) -> Any:
+        assert job.session is not None
+        session_id = job.session.id
+        _current_turn.set(Turn(job.session, job.token, job.request.id))
+        outcome = "failed"
+        try:
+            value = await self.agent.prompt(**kwargs)
+            outcome = "cancelled" if job.token.cancelled else _stop_reason(value).get("stopReason", "end_turn")
+            return value
+        except asyncio.CancelledError:
+            outcome = "aborted" if job.aborted else "cancelled"
+            raise
+        finally:
+            try:
+                await self.agent.on_turn_end(session_id, str(outcome))
+            except Exception:
+                log.exception("on_turn_end failed for session %r", session_id)
+
+    async def _ext_request(self, req: IncomingRequest) -> None:
+        params = req.params if isinstance(req.params, dict) else {}
+        if req.method in self.agent.background_extensions:
+            job = self.pool.admit(req)
+            self.pool.start(job, lambda _j: self.agent.ext_method(req.method, params), lambda _j, v: v)
+            return
+        req.respond(await self.agent.ext_method(req.method, params))
+
+    # -- control lane (R01) ---------------------------------------------------------------
+    async def _initialize(self, kw: Kwargs) -> dict[str, Any]:
+        requested = kw["protocol_version"]
+        version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else PROTOCOL_VERSION
+        caps = kw["client_capabilities"] or {}
+        extra = await self.agent.initialize(
+            protocol_version=requested, client_capabilities=caps, client_info=kw["client_info"]
+        )
+        result: dict[str, Any] = dict(extra or {})
+        agent_caps: dict[str, Any] = dict(result.get("agentCapabilities") or {})
+        for attr, path in CAPABILITY_OF.items():
+            if attr in self._implemented:
+                _set_path(agent_caps, path, True if len(path) == 1 else {})
+            else:
+                _del_path(agent_caps, path)
+        result["agentCapabilities"] = agent_caps
+        result["protocolVersion"] = version
+        result.setdefault("authMethods", [])
+        self.context = self.context.evolve(
+            initialized=True,
+            protocol_version=version,
+            client_capabilities=caps,
+            client_info=kw["client_info"],
+        )
+        return result
+
+    async def _authenticate(self, kw: Kwargs) -> dict[str, Any]:
+        result = await self.agent.authenticate(**kw)
+        self.context = self.context.evolve(authenticated=True, auth_method=kw["method_id"])
+        return result or {}
+
+    async def _logout(self, kw: Kwargs) -> dict[str, Any]:
+        result = await self.agent.logout(**kw)
+        self.context = self.context.evolve(authenticated=False, auth_method=None)
+        return result or {}
+
+    def _open(self, session_id: str, kw: Kwargs, result: dict[str, Any]) -> Session:
+        """Framework-owned setup of a new session (phase one of R22)."""
+        session = self.sessions.find(session_id)
+        if session is None:
+            session = self.sessions.add(Session(session_id, kw["cwd"], kw.get("mcp_servers")))
+        modes = result.get("modes")
+        if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
+            session.mode_id = modes["currentModeId"]
+        self.conn.loop.call_soon(self._start_session, session_id)
+        return session
+
+    def _start_session(self, session_id: str) -> None:
+        """Phase two of R22: the user's callback, spawned after the response is written."""
+        if session_id in self.sessions and self.conn.state.value == "open":
+            self.conn.spawn(self.agent.on_session_start(session_id), name=f"acp.session_start:{session_id}")
+
+    async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
+        self.sessions.check_capacity()
+        result = dict(await self.agent.new_session(**kw) or {})
+        session_id = result.setdefault("sessionId", f"sess_{uuid.uuid4().hex}")
+        self._open(session_id, kw, result)
+        return result
+
+    async def _load_session(self, kw: Kwargs) -> dict[str, Any]:
+        result = dict(await self.agent.load_session(**kw) or {})
+        self._open(kw["session_id"], kw, result)
+        return result
+
+    async def _resume_session(self, kw: Kwargs) -> dict[str, Any]:
+        result = dict(await self.agent.resume_session(**kw) or {})
+        self._open(kw["session_id"], kw, result)
+        return result
+
+    async def _fork_session(self, kw: Kwargs) -> dict[str, Any]:
+        self.sessions.get(kw["session_id"])
+        result = dict(await self.agent.fork_session(**kw) or {})
+        new_id = result.setdefault("sessionId", f"sess_{uuid.uuid4().hex}")
+        self._open(new_id, kw, result)
+        return result
+
+    async def _list_sessions(self, kw: Kwargs) -> dict[str, Any]:
+        return await self.agent.list_sessions(**kw)
+
+    async def _delete_session(self, kw: Kwargs) -> dict[str, Any]:
+        session = self.sessions.find(kw["session_id"])
+        if session is not None:
+            session.cancel_turn("session/delete")
+        result = await self.agent.delete_session(**kw)
+        self.sessions.remove(kw["session_id"])
+        return result or {}
+
+    async def _close_session(self, kw: Kwargs) -> dict[str, Any]:
+        session = self.sessions.get(kw["session_id"])
+        session.cancel_turn("session/close")  # as if session/cancel had arrived
+        result = await self.agent.close_session(**kw)
+        self.sessions.remove(session.id)
+        return result or {}
+
+    async def _set_mode(self, kw: Kwargs) -> dict[str, Any]:
+        session = self.sessions.get(kw["session_id"])
+        result = await self.agent.set_session_mode(**kw)
+        session.mode_id = kw["mode_id"]
+        return result or {}
+
+    async def _set_config_option(self, kw: Kwargs) -> dict[str, Any]:
+        session = self.sessions.get(kw["session_id"])
+        if kw.get("type") is None:
+            kw.pop("type", None)
+        result = await self.agent.set_config_option(**kw)
+        session.config[kw["config_id"]] = kw["value"]
+        return result or {"configOptions": []}
+
+    # -- idle cleanup (R16) ------------------------------------------------------------------
+    def _schedule_idle_sweep(self) -> None:
+        period = max(0.5, min(self.limits.idle_session_timeout_s / 2, 60.0))
+        self._idle_timer = self.conn.loop.call_later(period, self._idle_tick)
+
+    def _idle_tick(self) -> None:
+        self.sweep_idle()
+        if self.conn.state.value == "open":
+            self._schedule_idle_sweep()
+
+    def sweep_idle(self, now: float | None = None) -> list[str]:
+        """Evict sessions idle past the timeout; never one with a running prompt (R16)."""
+        evicted = []
+        for session in self.sessions.idle_longer_than(self.limits.idle_session_timeout_s, now):
+            self.sessions.remove(session.id)
+            evicted.append(session.id)
+            self.conn.spawn(self.agent.on_session_evicted(session.id), name=f"acp.evicted:{session.id}")
+        return evicted
+
+    # -- shutdown (R13-R15) --------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        for session in self.sessions:
+            session.cancel_turn("shutdown")
+        await self.pool.shutdown(self.limits.shutdown_grace_s, self.limits.abort_join_s)
+
+
+def make_framer(limits: Limits) -> LineFramer:
+    return LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes)
+
+
+async def serve_stdio(
+    agent: Agent,
+    limits: Limits | None = None,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+) -> AgentServer:
+    """Serve ``agent`` over stdin/stdout until EOF; returns after the shutdown completed."""
+    limits = limits or Limits()
+    loop = asyncio.get_running_loop()
+    writer = Writer(loop, limits)
+    conn = Connection(loop, writer, limits)
+    server = AgentServer(agent, conn)
+    reader = ReadProtocol(conn, make_framer(limits), limits.read_buffer_bytes)
+    await connect_stdio(loop, reader, writer, stdin_fd, stdout_fd)
+    stop = _install_signal_handlers(loop, reader)
+    try:
+        await conn.run()
+    finally:
+        stop()
+    return server
+
+
+def _install_signal_handlers(
+    loop: asyncio.AbstractEventLoop, reader: ReadProtocol
+) -> Callable[[], None]:
+    """SIGTERM/SIGINT end the read side: the same graceful path as EOF."""
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, _on_signal, reader, sig)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+    def remove() -> None:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+    return remove
+
+
+def _on_signal(reader: ReadProtocol, sig: signal.Signals) -> None:
+    log.info("received %s: shutting down", sig.name)
+    reader.close()
+    reader.connection_lost(None)
+
+
+def run_agent(agent: Agent, limits: Limits | None = None, use_uvloop: bool = True) -> None:
+    """Run ``agent`` on stdio until EOF or SIGTERM/SIGINT, then exit cleanly.
+
+    Not ``asyncio.run``: that waits for every task at exit, and a task that
+    ignores cancellation would hang the process after the grace period
+    (R14). Here such a task is abandoned once the shutdown is complete.
+    """
+    from .transport import install_event_loop_policy
+
+    if use_uvloop:
+        install_event_loop_policy()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(serve_stdio(agent, limits))
+        leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if leftovers:
+            log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()

@@ -1,0 +1,137 @@
+"""The session table: one prompt slot per session, bounded size, idle eviction (R07, R16).
+
+The table is part of the authoritative context: control requests change it
+on the dispatch loop, background tasks share it (R02). A session's prompt
+slot is a small state machine, IDLE <-> RUNNING, moved only by
+``begin_turn``/``end_turn``; a second prompt while RUNNING is refused (R07).
+Idle eviction never touches a RUNNING session (R16).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from .cancel import CancelToken
+from .errors import InvalidParams, PromptInProgress, ServerBusy
+
+if TYPE_CHECKING:
+    from .pool import Job
+
+
+class SlotState(enum.Enum):
+    IDLE = "idle"
+    RUNNING = "running"
+
+
+class Session:
+    """Framework-owned state of one ACP session; ``data`` is the agent's."""
+
+    __slots__ = (
+        "config",
+        "cwd",
+        "data",
+        "id",
+        "last_active",
+        "mcp_servers",
+        "mode_id",
+        "slot",
+        "token",
+        "turn",
+    )
+
+    def __init__(self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self.mcp_servers = mcp_servers or []
+        self.mode_id: str | None = None
+        self.config: dict[str, Any] = {}
+        self.data: dict[str, Any] = {}
+        self.slot = SlotState.IDLE
+        self.token = CancelToken()  # the token the *next* turn will use (R10, R11)
+        self.turn: Job | None = None
+        self.last_active = time.monotonic()
+
+    def begin_turn(self, job: Job) -> CancelToken:
+        """Reserve the prompt slot and this turn's token, before the task exists."""
+        if self.slot is SlotState.RUNNING:
+            raise PromptInProgress(
+                f"session {self.id!r} already has a prompt running; "
+                "cancel it or wait for its response"
+            )
+        self.slot = SlotState.RUNNING
+        self.turn = job
+        self.last_active = time.monotonic()
+        return self.token
+
+    def end_turn(self, job: Job) -> None:
+        if self.turn is job:
+            self.slot = SlotState.IDLE
+            self.turn = None
+            self.last_active = time.monotonic()
+
+    def cancel_turn(self, reason: str = "cancelled") -> bool:
+        """Cancel the running turn (if any) and install a fresh token (R11)."""
+        job = self.turn
+        if job is None:
+            return False  # nothing running: the next turn's token stays clean
+        self.token = CancelToken()
+        job.cancel(reason)
+        return True
+
+    @property
+    def busy(self) -> bool:
+        return self.slot is SlotState.RUNNING
+
+
+class SessionTable:
+    """All sessions of one connection, at most ``capacity`` of them."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._sessions: dict[str, Session] = {}
+
+    def check_capacity(self) -> None:
+        """Raise ServerBusy if no further session fits."""
+        if len(self._sessions) >= self.capacity:
+            raise ServerBusy(
+                f"{len(self._sessions)} sessions are open (limit {self.capacity}); "
+                "close one first"
+            )
+
+    def add(self, session: Session) -> Session:
+        if session.id in self._sessions:
+            raise InvalidParams(f"session {session.id!r} already exists")
+        self.check_capacity()
+        self._sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
+        return session
+
+    def find(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def remove(self, session_id: str) -> Session | None:
+        return self._sessions.pop(session_id, None)
+
+    def idle_longer_than(self, seconds: float, now: float | None = None) -> list[Session]:
+        """Sessions idle past ``seconds``; never one with a prompt running (R16)."""
+        now = time.monotonic() if now is None else now
+        return [
+            s for s in self._sessions.values() if not s.busy and now - s.last_active > seconds
+        ]
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._sessions.values()))
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions

@@ -1,0 +1,83 @@
+"""Fixtures every test shares: both framers, both event loops, and async-failure guards.
+
+``run`` executes a coroutine on a fresh loop of the parametrised kind
+(asyncio, uvloop) in debug mode, and fails the test if the loop's exception
+handler fired (an exception in a callback or a never-retrieved task error),
+so async failures cannot hide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from acp_fast import _framing_py
+
+try:
+    from acp_fast import _framing as _framing_c
+except ImportError:  # pragma: no cover - the CI build always has it
+    _framing_c = None  # type: ignore[assignment]
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+
+FRAMERS = [
+    pytest.param("c", id="c-extension", marks=pytest.mark.c_extension),
+    pytest.param("py", id="pure-python"),
+]
+
+
+@pytest.fixture(params=FRAMERS)
+def framer_cls(request: pytest.FixtureRequest) -> type:
+    if request.param == "c":
+        if _framing_c is None:
+            pytest.fail("the Cython framer is not built (pip install -e .)")
+        return _framing_c.LineFramer
+    return _framing_py.LineFramer
+
+
+Runner = Callable[[Coroutine[Any, Any, T]], T]
+
+
+def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
+    if kind == "uvloop":
+        if uvloop is None:
+            pytest.fail("uvloop is not installed")
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def loop_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def run(loop_kind: str) -> Runner[Any]:
+    """Run one coroutine to completion on a fresh loop; fail on any loop error."""
+
+    def runner(coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        loop = _new_loop(loop_kind)
+        loop.set_debug(True)
+        loop.slow_callback_duration = 10.0  # debug mode's 0.1 s warning is noise on shared CI
+        errors: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+        try:
+            # The timeout only turns a hang into a failure; no test relies on it.
+            result = loop.run_until_complete(asyncio.wait_for(coro, timeout))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+        if errors:
+            pytest.fail(f"event loop reported errors: {errors!r}")
+        return result
+
+    return runner
