@@ -25,6 +25,8 @@ from .errors import MethodNotFound
 if TYPE_CHECKING:
     from .cancel import CancelToken
     from .client_api import Client
+    from .context import Context
+    from .mcp_bridge import McpProvider
     from .sessions import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,12 +48,20 @@ def implements(agent: object, attr: str) -> bool:
 class Turn:
     """What a running prompt can ask about itself (see ``current_turn``)."""
 
-    __slots__ = ("request_id", "session", "token")
+    __slots__ = ("context", "request_id", "session", "token")
 
-    def __init__(self, session: Session, token: CancelToken, request_id: str | int) -> None:
+    def __init__(
+        self,
+        session: Session,
+        token: CancelToken,
+        request_id: str | int,
+        context: Context | None = None,
+    ) -> None:
         self.session = session
         self.token = token
         self.request_id = request_id
+        #: The connection context as of this prompt's admission (R02 snapshot).
+        self.context = context
 
     @property
     def cancelled(self) -> bool:
@@ -76,6 +86,19 @@ class Agent:
 
     #: Extension methods (``_name``) that run in the background lane (R01).
     background_extensions: ClassVar[frozenset[str]] = frozenset()
+
+    #: True when ``initialize`` states the agent's capabilities itself (agents
+    #: on the official SDK, see compat): the server then only removes those of
+    #: methods this agent does not implement, instead of also adding the rest.
+    decides_capabilities: ClassVar[bool] = False
+
+    #: Hosts MCP servers for incoming ``mcp/connect`` (R17 provider role); None: -32601.
+    mcp_provider: McpProvider | None = None
+
+    #: Connects to MCP servers the client declares with ``{"type": "acp"}``
+    #: (R17 client role, ``self.client.connect_mcp``). Either this or a
+    #: provider makes ``initialize`` advertise ``mcpCapabilities.acp``.
+    mcp_over_acp: ClassVar[bool] = False
 
     client: Client
 

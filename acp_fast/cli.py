@@ -1,4 +1,4 @@
-"""Command line: ``acp-fast demo`` and ``acp-fast serve module:Class``.
+"""Command line: ``acp-fast demo``, ``acp-fast serve module:Class`` and ``acp-fast bench``.
 
 Logs go to stderr only (stdout carries nothing but ACP messages). Every
 limit in ``limits.Limits`` has a flag.
@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
-
 
 from .agent import Agent
 from .limits import Limits
@@ -74,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--pace-ms", type=float, default=20.0, help="delay between streamed words")
     serve = sub.add_parser("serve", parents=[common], help="run your agent: package.module:AgentClass")
     serve.add_argument("target", help="import path of an acp_fast.Agent subclass, module:Class")
+    # Parsed by acp_fast.bench itself (see main); listed here for --help.
+    sub.add_parser("bench", add_help=False, help="benchmark acp_fast vs the official SDK vs a floor (bench --help)")
     return parser
 
 
@@ -83,14 +84,20 @@ def _load_agent(target: str) -> Agent:
         raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
     obj = getattr(importlib.import_module(module_name), attr)
     agent = obj() if isinstance(obj, type) else obj
-    if not isinstance(agent, Agent):
-        from .compat import wrap_sdk_agent  # an agent written on the official SDK
+    if isinstance(agent, Agent):
+        return agent
+    from .compat import wrap_sdk_agent  # an agent written on the official SDK
 
-        return wrap_sdk_agent(agent)
-    return agent
+    wrapped: Agent = wrap_sdk_agent(agent)
+    return wrapped
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+
+        raise SystemExit(bench_main(argv[1:]))
     args = _parser().parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
     if args.log_format == "json":

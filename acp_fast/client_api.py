@@ -19,6 +19,7 @@ from .pending import PendingRequest
 if TYPE_CHECKING:
     from .context import Context
     from .dispatch import Connection
+    from .mcp_bridge import McpBridge, McpClientConnection, McpInbound
 
 
 class CapabilityNotSupported(MethodNotFound):
@@ -39,6 +40,9 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 
 class Client:
     """The agent's handle on the client at the other end of the connection."""
+
+    #: The MCP-over-ACP tables, installed by the AgentServer (R17).
+    mcp: McpBridge | None = None
 
     def __init__(self, conn: Connection, context: Callable[[], Context]) -> None:
         self._conn = conn
@@ -62,8 +66,13 @@ class Client:
         return self._conn.send_request(method, params)
 
     # -- session/update, one helper per variant ---------------------------------
-    async def session_update(self, session_id: str, update: dict[str, Any]) -> None:
-        await self._conn.notify("session/update", {"sessionId": session_id, "update": update})
+    async def session_update(
+        self, session_id: str, update: dict[str, Any], field_meta: dict[str, Any] | None = None
+    ) -> None:
+        params: dict[str, Any] = {"sessionId": session_id, "update": update}
+        if field_meta is not None:
+            params["_meta"] = field_meta
+        await self._conn.notify("session/update", params)
 
     async def agent_message_chunk(
         self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
@@ -258,6 +267,28 @@ class Client:
             raise CapabilityNotSupported(f"the client did not advertise elicitation mode {mode!r}")
         result: dict[str, Any] = await self.request("elicitation/create", params)
         return result
+
+    async def complete_elicitation(self, elicitation_id: str, field_meta: dict[str, Any] | None = None) -> None:
+        """The ``elicitation/complete`` notification that ends a URL elicitation."""
+        if not self._context().client_supports(("elicitation", "url")):
+            raise CapabilityNotSupported("the client did not advertise elicitation mode 'url'")
+        params: dict[str, Any] = {"elicitationId": elicitation_id}
+        if field_meta is not None:
+            params["_meta"] = field_meta
+        await self._conn.notify("elicitation/complete", params)
+
+    # -- MCP over ACP, client role (R17) ------------------------------------------------
+    def open_mcp(self, server_id: str, inbound: McpInbound | None = None) -> McpClientConnection:
+        """Send ``mcp/connect`` now; messages wait on the returned connection until it is answered."""
+        if self.mcp is None:
+            raise MethodNotFound("MCP over ACP is not available on this connection")
+        return self.mcp.open_client(server_id, inbound)
+
+    async def connect_mcp(self, server_id: str, inbound: McpInbound | None = None) -> McpClientConnection:
+        """Connect to a server the client declared with ``{"type": "acp", "serverId"}``."""
+        connection = self.open_mcp(server_id, inbound)
+        await connection.wait_connected()
+        return connection
 
     async def ext_method(self, method: str, params: dict[str, Any] | None = None) -> Any:
         if not method.startswith("_"):

@@ -8,6 +8,8 @@ Prompt commands (the text of the first text block):
   allows it and reports its size;
 - ``write PATH TEXT``: writes TEXT through ``fs/write_text_file``;
 - ``tool``: a pretend tool call that asks permission first;
+- ``mcp SERVER_ID``: connects to an MCP server the client declared with
+  ``{"type": "acp"}`` and reports the names from its ``tools/list``;
 - anything else: a long deterministic answer, streamed word by word at the
   configured pace.
 """
@@ -16,18 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from .agent import Agent, current_turn
 from .client_api import CapabilityNotSupported
-from .errors import InvalidParams
+from .errors import InvalidParams, MethodNotFound
+from .mcp_bridge import McpProvider
 
 MODES = [
     {"id": "ask", "name": "Ask", "description": "Answer without touching files"},
     {"id": "code", "name": "Code", "description": "May read and write files"},
 ]
 MODELS = [{"value": "demo-small", "name": "Demo small"}, {"value": "demo-large", "name": "Demo large"}]
-COMMANDS = [
+COMMANDS: list[dict[str, Any]] = [
     {"name": "stream", "description": "stream N chunks DELAY_MS apart", "input": {"hint": "N DELAY_MS"}},
     {"name": "tool", "description": "run a pretend tool after asking permission"},
 ]
@@ -45,10 +48,44 @@ def _prompt_text(prompt: list[dict[str, Any]]) -> str:
     return ""
 
 
+class DemoMcpProvider(McpProvider):
+    """Hosts one MCP server, ``demo-tools``, with an ``echo`` tool (MCP over ACP, R17)."""
+
+    SERVER_ID = "demo-tools"
+    TOOLS: ClassVar[list[dict[str, Any]]] = [
+        {"name": "echo", "description": "echo the text back", "inputSchema": {"type": "object"}}
+    ]
+
+    async def connect(self, server_id: str) -> str:
+        if server_id != self.SERVER_ID:
+            raise InvalidParams(f"unknown MCP server {server_id!r}", {"serverId": server_id})
+        return server_id
+
+    async def message(self, handle: Any, method: str, params: dict[str, Any] | None, *, is_request: bool) -> Any:
+        params = params or {}
+        if method == "initialize":
+            return {
+                "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": self.SERVER_ID, "version": "0.1.0"},
+            }
+        if method == "tools/list":
+            return {"tools": self.TOOLS}
+        if method == "tools/call":
+            text = str((params.get("arguments") or {}).get("text", ""))
+            return {"content": [{"type": "text", "text": text}], "isError": False}
+        if method == "ping" or not is_request:
+            return {}
+        raise MethodNotFound(f"Method not found: {method}", {"method": method})
+
+
 class DemoAgent(Agent):
     """A deterministic agent for demos, interop tests and benchmarks."""
 
+    mcp_over_acp = True
+
     def __init__(self, pace_ms: float = 20.0) -> None:
+        self.mcp_provider = DemoMcpProvider()
         self.pace_s = pace_ms / 1000.0
         self.history: dict[str, list[dict[str, Any]]] = {}
         self.cwd: dict[str, str] = {}
@@ -84,7 +121,11 @@ class DemoAgent(Agent):
         }
 
     async def new_session(
-        self, cwd: str, mcp_servers: list[dict[str, Any]], additional_directories: list[str] | None = None, **kwargs: Any
+        self,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]],
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         session_id = f"demo-{len(self.cwd) + 1}"
         self.cwd[session_id] = cwd
@@ -105,7 +146,14 @@ class DemoAgent(Agent):
             await self.client.session_update(session_id, update)
         return self._session_state()
 
-    async def resume_session(self, session_id: str, cwd: str, **kwargs: Any) -> dict[str, Any]:
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: list[dict[str, Any]] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         if session_id not in self.history:
             raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
         return self._session_state()
@@ -157,6 +205,8 @@ class DemoAgent(Agent):
             await self.client.agent_message_chunk(session_id, f"wrote {words[1]}")
         elif words == ["tool"]:
             return await self._tool(session_id)
+        elif words[:1] == ["mcp"] and len(words) == 2:
+            await self._mcp(session_id, words[1])
         else:
             await self._answer(session_id)
         return {"stopReason": "end_turn"}
@@ -177,6 +227,18 @@ class DemoAgent(Agent):
         self.history[session_id].append(
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ANSWER}}
         )
+
+    async def _mcp(self, session_id: str, server_id: str) -> None:
+        conn = await self.client.connect_mcp(server_id)
+        try:
+            await conn.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                              "clientInfo": {"name": "acp-fast-demo", "version": "0.1.0"}})
+            await conn.notify("notifications/initialized")
+            listed = await conn.request("tools/list", {})
+        finally:
+            await conn.close()
+        names = ", ".join(t.get("name", "?") for t in listed.get("tools", []))
+        await self.client.agent_message_chunk(session_id, f"{server_id} offers: {names}")
 
     async def _read(self, session_id: str, path: str) -> None:
         try:

@@ -157,7 +157,8 @@ class DeadlockError(RuntimeError):
 
 def from_error_obj(obj: Any) -> AcpError:
     """Turn a peer's wire error into the matching exception class."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("code"), int):
+    # ``type() is int``: a bool is an int to isinstance, but no JSON-RPC code.
+    if not isinstance(obj, dict) or type(obj.get("code")) is not int:
         return InternalError("malformed error object from peer", {"error": obj})
     code: int = obj["code"]
     message = obj.get("message")

@@ -183,32 +183,52 @@ def raw(payload: bytes) -> orjson.Fragment:
 def recover_id(head: bytes) -> JsonId:
     """Best-effort id from the first bytes of an over-limit line (R25).
 
-    Looks for a top-level ``"id":`` before any nested value starts; returns
-    None when it cannot be sure, in which case the line goes unanswered
-    except for a log record.
+    Accepts a top-level ``"id":`` key of an object before any nested value
+    starts; returns None when it cannot be sure (a nested value first, a
+    number that may continue past the head, a float, a cut string), in
+    which case the line goes unanswered except for a log record.
     """
-    key = head.find(b'"id"')
-    if key < 0:
-        return None
-    # Only trust it if no '{' or '[' opened between the object start and the key.
-    start = head.find(b"{")
-    if start < 0 or start > key or b"{" in head[start + 1 : key] or b"[" in head[start + 1 : key]:
-        return None
-    rest = head[key + 4 :].lstrip()
-    if not rest.startswith(b":"):
-        return None
-    rest = rest[1:].lstrip()
-    end = 0
+    body = head.lstrip()
+    if not body.startswith(b"{"):
+        return None  # a batch or a scalar: never answered with a member's id
+    key = body.find(b'"id"')
+    while key > 0:
+        before = body[1:key]
+        if b"{" in before or b"[" in before:
+            return None  # a nested value opened first: the key may not be top-level
+        # A key follows "{" or ","; anything else ends a string (e.g. ``"say \"id"``).
+        if body[:key].rstrip().endswith((b"{", b",")):
+            rest = body[key + 4 :].lstrip()
+            if rest.startswith(b":"):
+                return _id_value(rest[1:].lstrip())
+        key = body.find(b'"id"', key + 4)
+    return None
+
+
+_ID_END: Final = frozenset(b" \t\r\n,}")
+
+
+def _id_value(rest: bytes) -> JsonId:
+    """The id token at the start of ``rest``, if it is complete and valid."""
     if rest.startswith(b'"'):
         end = rest.find(b'"', 1)
-        while end > 0 and rest[end - 1 : end] == b"\\":
+        while end > 0:
+            # A quote preceded by an odd number of backslashes is escaped.
+            start = end
+            while rest[start - 1] == 0x5C:  # rest[0] is the opening quote, so this stops
+                start -= 1
+            if (end - start) % 2 == 0:
+                break
             end = rest.find(b'"', end + 1)
         if end < 0:
             return None
         token = rest[: end + 1]
     else:
-        while end < len(rest) and rest[end : end + 1] in b"-0123456789":
+        end = 0
+        while end < len(rest) and rest[end] in b"-0123456789":
             end += 1
+        if end == len(rest) or rest[end] not in _ID_END:
+            return None  # cut by the head (it may go on) or not an integer (1.5, 1e3, true)
         token = rest[:end]
     try:
         value = _LOADS(token)

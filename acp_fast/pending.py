@@ -14,7 +14,7 @@ barrier.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from .errors import AcpError, DeadlockError, from_error_obj
@@ -22,7 +22,7 @@ from .errors import AcpError, DeadlockError, from_error_obj
 if TYPE_CHECKING:
     from .dispatch import Connection
 
-ResultCallback = Callable[[Any, AcpError | None], Awaitable[None]]
+ResultCallback = Callable[[Any, AcpError | None], Coroutine[Any, Any, None]]
 
 
 class PendingRequest:

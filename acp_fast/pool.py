@@ -50,13 +50,22 @@ class Job:
         return self.session is not None
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Cancel via the token and, once the task runs, as task cancellation."""
-        self.token.cancel(reason)
+        """Cancel via the token and, once the task runs, as task cancellation.
+
+        Only the first cancel acts: a second one (session/cancel, then
+        $/cancel_request or shutdown) would interrupt the finaliser the first
+        one started, which must run to its end (R13); shutdown's grace and
+        abort handle a job that never finishes (R14).
+        """
+        if not self.token.cancel(reason):
+            return
         task = self.task
         if task is not None and self.started and not task.done():
             task.cancel(reason)
 
     def answer_cancelled(self) -> None:
+        if self.request.answered:
+            return  # aborted after the grace period: the pool has answered already (R14)
         if self.is_prompt:
             self.request.respond(CANCELLED_PROMPT)
         else:

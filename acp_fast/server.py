@@ -26,6 +26,7 @@ from .errors import InvalidParams, InvalidRequest, MethodNotFound
 from .framing import LineFramer
 from .jsonrpc import Notification
 from .limits import Limits
+from .mcp_bridge import McpBridge
 from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
 from .protocol import ReadProtocol
@@ -77,6 +78,14 @@ class AgentServer:
         self.sessions = SessionTable(self.limits.max_sessions)
         self.pool = BackgroundPool(conn.loop, self.limits.max_background)
         self.client = Client(conn, lambda: self.context)
+        self.mcp = McpBridge(
+            conn,
+            getattr(agent, "mcp_provider", None),
+            self.limits.max_mcp_connections,
+            self._declared_acp_servers,
+            client_role=bool(getattr(agent, "mcp_over_acp", False)),
+        )
+        self.client.mcp = self.mcp
         self._implemented = frozenset(
             name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
         )
@@ -129,6 +138,9 @@ class AgentServer:
     async def _on_notification(self, note: Notification) -> bool:
         method = note.method
         spec = AGENT_METHODS.get(method)
+        if method == "mcp/message" and self.mcp.enabled:  # R17: off the control lane
+            self.conn.spawn(self.mcp.handle_notification(note.params), name="acp.mcp/message:notification")
+            return True
         if spec is None or not spec.notification:
             if method.startswith("_"):
                 await self.agent.ext_notification(method, note.params if isinstance(note.params, dict) else {})
@@ -141,19 +153,19 @@ class AgentServer:
             log.warning("dropped malformed %s: %s", method, exc.message)
             return True
         if method == "session/cancel":
-            await self._cancel_session(kwargs["session_id"])
+            await self._cancel_session(kwargs["session_id"], kwargs.get("field_meta"))
         else:
             self._cancel_request(kwargs["request_id"])
         return True
 
     # -- cancellation (R10-R12) ------------------------------------------------------------
-    async def _cancel_session(self, session_id: str) -> None:
+    async def _cancel_session(self, session_id: str, field_meta: dict[str, Any] | None = None) -> None:
         session = self.sessions.find(session_id)
         if session is None:
             log.debug("session/cancel for unknown session %r ignored", session_id)
             return
         session.cancel_turn("session/cancel")
-        await self.agent.cancel(session_id)
+        await self.agent.cancel(session_id, **({"field_meta": field_meta} if field_meta else {}))
 
     def _cancel_request(self, request_id: str | int) -> None:
         job = self.pool.get(request_id)
@@ -171,19 +183,29 @@ class AgentServer:
                 raise MethodNotFound("Method not found: session/prompt (not supported by this agent)")
             session = self.sessions.get(kwargs["session_id"])
             job = self.pool.admit(req, session)
-            self.pool.start(job, lambda j: self._run_prompt(j, kwargs), lambda _j, v: _stop_reason(v))
+            snapshot = self.context  # R02: the context as of admission, not of execution
+            self.pool.start(
+                job, lambda j: self._run_prompt(j, kwargs, snapshot), lambda _j, v: _stop_reason(v)
+            )
             return
-        handler = getattr(self.agent, spec.attr, None)
-        if handler is None or spec.attr not in self._implemented:
+        if not self.mcp.handles(spec.method):
             raise MethodNotFound(f"Method not found: {spec.method} (no MCP bridge is configured)")
-        job = self.pool.admit(req)
-        snapshot = self.context
-        self.pool.start(job, lambda j: handler(context=snapshot, **kwargs), lambda _j, v: v)
+        job = self.pool.admit(req)  # R17: mcp/* count against the background limit (R08)
+        self.pool.start(job, lambda _j: self.mcp.handle_request(spec.method, kwargs), lambda _j, v: v)
 
-    async def _run_prompt(self, job: Job, kwargs: Kwargs) -> Any:
+    def _declared_acp_servers(self) -> list[str]:
+        """serverIds the client declared with the ACP transport in its sessions (R17)."""
+        return [
+            s["serverId"]
+            for session in self.sessions
+            for s in session.mcp_servers
+            if isinstance(s, dict) and s.get("type") == "acp" and isinstance(s.get("serverId"), str)
+        ]
+
+    async def _run_prompt(self, job: Job, kwargs: Kwargs, snapshot: Context) -> Any:
         assert job.session is not None
         session_id = job.session.id
-        _current_turn.set(Turn(job.session, job.token, job.request.id))
+        _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
         outcome = "failed"
         try:
             value = await self.agent.prompt(**kwargs)
@@ -211,16 +233,21 @@ class AgentServer:
         requested = kw["protocol_version"]
         version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else PROTOCOL_VERSION
         caps = kw["client_capabilities"] or {}
+        meta = {"field_meta": kw["field_meta"]} if "field_meta" in kw else {}
         extra = await self.agent.initialize(
-            protocol_version=requested, client_capabilities=caps, client_info=kw["client_info"]
+            protocol_version=requested, client_capabilities=caps, client_info=kw["client_info"], **meta
         )
         result: dict[str, Any] = dict(extra or {})
         agent_caps: dict[str, Any] = dict(result.get("agentCapabilities") or {})
         for attr, path in CAPABILITY_OF.items():
-            if attr in self._implemented:
+            if attr not in self._implemented:
+                _del_path(agent_caps, path)  # never advertise what would answer -32601
+            elif not self.agent.decides_capabilities:
                 _set_path(agent_caps, path, True if len(path) == 1 else {})
-            else:
-                _del_path(agent_caps, path)
+        if self.mcp.enabled:
+            _set_path(agent_caps, ("mcpCapabilities", "acp"), True)
+        else:
+            _del_path(agent_caps, ("mcpCapabilities", "acp"))
         result["agentCapabilities"] = agent_caps
         result["protocolVersion"] = version
         result.setdefault("authMethods", [])
@@ -326,7 +353,9 @@ class AgentServer:
 
     def sweep_idle(self, now: float | None = None) -> list[str]:
         """Evict sessions idle past the timeout; never one with a running prompt (R16)."""
-        evicted = []
+        evicted: list[str] = []
+        if self.limits.idle_session_timeout_s <= 0:
+            return evicted  # 0 disables idle cleanup; it must not mean "evict every idle session"
         for session in self.sessions.idle_longer_than(self.limits.idle_session_timeout_s, now):
             self.sessions.remove(session.id)
             evicted.append(session.id)
@@ -340,6 +369,7 @@ class AgentServer:
         for session in self.sessions:
             session.cancel_turn("shutdown")
         await self.pool.shutdown(self.limits.shutdown_grace_s, self.limits.abort_join_s)
+        await self.mcp.shutdown()
 
 
 def make_framer(limits: Limits) -> LineFramer:

@@ -12,6 +12,7 @@ peer is gone) and ``failed`` says why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -240,6 +241,7 @@ class _FileReadTransport(asyncio.ReadTransport):
         threading.Thread(target=self._run, name="acp-stdin-file", daemon=True).start()
 
     def _run(self) -> None:
+        exc: OSError | None = None
         try:
             while not self._closing:
                 self._resume.wait()
@@ -247,12 +249,14 @@ class _FileReadTransport(asyncio.ReadTransport):
                 if not data:
                     break
                 self._loop.call_soon_threadsafe(self._protocol.data_received, data)
-            self._loop.call_soon_threadsafe(self._finish, None)
-        except (OSError, RuntimeError) as exc:  # RuntimeError: the loop closed first
-            try:
-                self._loop.call_soon_threadsafe(self._finish, exc)
-            except RuntimeError:
-                pass
+        except OSError as err:
+            exc = err
+        except RuntimeError:  # the loop closed first: nobody is left to tell
+            return
+        finally:
+            os.close(self._fd)  # our dup of stdin: released before the end is reported
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._finish, exc)
 
     def _finish(self, exc: BaseException | None) -> None:
         if exc is None:

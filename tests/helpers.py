@@ -254,3 +254,242 @@ class Harness:
 
 def prompt_params(session_id: str, text: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+
+async def close_and_check(h: Harness) -> None:
+    """The leak guard every Harness test ends with: EOF, full shutdown, then all counters zero."""
+    await h.close()
+    h.assert_no_leaks()
+
+
+class AgentProcess:
+    """A real ``python -m acp_fast ...`` subprocess over pipes, for the few end-to-end tests.
+
+    A thread decodes stdout into ``inbox`` (one JSON object per line, or the
+    raw bytes if a line is not JSON) and another collects stderr, so the test
+    never deadlocks on a full pipe. ``HANG_S`` only turns a hang into a
+    failure; no assertion depends on timing.
+    """
+
+    HANG_S = 60.0
+
+    def __init__(
+        self,
+        *args: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        read_stdout: bool = True,
+    ) -> None:
+        import os
+        import queue
+        import subprocess
+        import sys
+        import threading
+        from pathlib import Path
+
+        root = str(Path(__file__).resolve().parent.parent)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "acp_fast", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd or root,
+            env={**os.environ, **(env or {})},
+        )
+        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.stdout_lines: list[bytes] = []
+        self._stderr = bytearray()
+        self._stderr_changed = threading.Condition()
+        self._stderr_done = False
+        self._next_id = 0
+        self._out = threading.Thread(target=self._read_stdout, daemon=True)
+        self._err = threading.Thread(target=self._read_stderr, daemon=True)
+        if read_stdout:
+            self._out.start()
+        self._err.start()
+
+    def start_reading(self) -> None:
+        """Begin draining stdout (for a test that made the agent wait on a full pipe)."""
+        self._out.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.stdout_lines.append(line)
+            try:
+                self.inbox.put(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                self.inbox.put(line)
+        self.inbox.put(EOFError("stdout closed"))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        while chunk := self.proc.stderr.read1(65536):
+            with self._stderr_changed:
+                self._stderr += chunk
+                self._stderr_changed.notify_all()
+        with self._stderr_changed:
+            self._stderr_done = True
+            self._stderr_changed.notify_all()
+
+    def wait_stderr(self, marker: str) -> None:
+        """Block until ``marker`` appears on the agent's stderr (fails on a hang or exit)."""
+        needle = marker.encode()
+        with self._stderr_changed:
+            ok = self._stderr_changed.wait_for(
+                lambda: needle in self._stderr or self._stderr_done, self.HANG_S
+            )
+            if not ok or needle not in self._stderr:
+                raise AssertionError(f"{marker!r} never appeared on stderr: {self.stderr[-2000:]}")
+
+    # -- input -----------------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, *objs: Any) -> None:
+        self.send_raw(b"".join(orjson.dumps(o) + b"\n" for o in objs))
+
+    def request(self, method: str, params: Any = None, id: Any = None) -> Any:
+        if id is None:
+            self._next_id += 1
+            id = f"r{self._next_id}"
+        obj: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            obj["params"] = params
+        self.send(obj)
+        return id
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    # -- output ------------------------------------------------------------------------
+    def next(self) -> Any:
+        """The next stdout message; fails on EOF or a hang."""
+        import queue
+
+        try:
+            msg = self.inbox.get(timeout=self.HANG_S)
+        except queue.Empty:
+            raise AssertionError(f"no output from the agent within {self.HANG_S} s") from None
+        if isinstance(msg, EOFError):
+            self.inbox.put(msg)
+            raise AssertionError(f"agent stdout closed; stderr: {self.stderr[-2000:]}")
+        return msg
+
+    def until_response(self, id: Any) -> tuple[list[Any], dict[str, Any]]:
+        """Messages up to and including the response to ``id``: (before, response)."""
+        before = []
+        while True:
+            msg = self.next()
+            if isinstance(msg, dict) and "method" not in msg and msg.get("id") == id:
+                return before, msg
+            before.append(msg)
+
+    def call(self, method: str, params: Any = None) -> dict[str, Any]:
+        """Request, then the very next message must be its response (control lane order)."""
+        rid = self.request(method, params)
+        msg = self.next()
+        assert isinstance(msg, dict) and msg.get("id") == rid and "method" not in msg, msg
+        return msg
+
+    def initialize(self) -> None:
+        assert "result" in self.call("initialize", {"protocolVersion": 1}), "initialize failed"
+
+    def new_session(self, cwd: str = "/tmp") -> str:
+        """Open a session; the session_start notification it triggers may follow."""
+        rid = self.request("session/new", {"cwd": cwd, "mcpServers": []})
+        _, resp = self.until_response(rid)
+        return str(resp["result"]["sessionId"])
+
+    def no_more_output(self) -> list[Any]:
+        """After EOF: everything left on stdout (the reader thread has finished)."""
+        self._out.join(self.HANG_S)
+        rest = []
+        while not self.inbox.empty():
+            msg = self.inbox.get()
+            if not isinstance(msg, EOFError):
+                rest.append(msg)
+        return rest
+
+    def wait(self) -> int:
+        """Wait for exit (after stdin closed or a signal); returns the exit status."""
+        import subprocess
+
+        try:
+            rc = self.proc.wait(self.HANG_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the agent did not exit; stderr: {self.stderr[-2000:]}") from None
+        self._err.join(self.HANG_S)
+        return rc
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    def status(self, field: str) -> int:
+        """A ``/proc/<pid>/status`` memory field (VmRSS, VmHWM) in KiB."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise KeyError(field)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> AgentProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import contextlib
+
+        self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    stream.close()
+
+
+class ConnectionHarness(Harness):
+    """The generic dispatch API alone: a bare Connection, no AgentServer (R18-R21).
+
+    Tests register their own handlers on ``conn`` before sending anything;
+    the rest (send, wait_for, response, close) is Harness's.
+    """
+
+    def __init__(self, limits: Limits | None = None, framer_cls: type | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.limits = limits or Limits()
+        self.writer = Writer(self.loop, self.limits)
+        self.conn = Connection(self.loop, self.writer, self.limits)
+        cls = framer_cls or _framing_py.LineFramer
+        self.reader = ReadProtocol(
+            self.conn, cls(self.limits.max_line_bytes, self.limits.overlimit_head_bytes), 4096
+        )
+        self.read_transport = FakeReadTransport()
+        self.reader.connection_made(self.read_transport)
+        self.transport = FakeWriteTransport(self._on_output, self.writer)
+        self.writer.attach(self.transport)
+        self.raw = bytearray()
+        self.messages: list[dict[str, Any]] = []
+        self._changed = asyncio.Event()
+        self._next_id = 0
+        self.task = self.loop.create_task(self.conn.run(), name="connection-harness.run")
+
+    def respond_to(self, request: dict[str, Any], result: Any) -> dict[str, Any]:
+        """The client's answer to a request the connection sent."""
+        return {"jsonrpc": "2.0", "id": request["id"], "result": result}
+
+    def assert_no_leaks(self) -> None:
+        counts = self.conn.counts
+        assert counts == {"inbox": 0, "incoming": 0, "pending": 0, "spawned": 0}, counts

@@ -1,0 +1,226 @@
+"""In-process dispatch cost: acp_fast's server vs the official SDK's connection, no pipes.
+
+    python -m pytest benchmarks/bench_dispatch.py --benchmark-only --benchmark-group-by=group
+
+Each side is wired to in-memory byte transports: acp_fast's real
+ReadProtocol -> Connection -> AgentServer -> Writer chain with a fake
+read/write transport, and the SDK's AgentSideConnection over an
+``asyncio.StreamReader`` fed directly and a ``StreamWriter`` whose transport
+collects the bytes. Both serve the same demo logic (acp_fast.demo.DemoAgent,
+benchmarks/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
+one chunk (as one pipe read would deliver them) and runs the loop until
+every answer has been written; ``extra_info`` gives the per-message median
+and ``correct`` says whether every answer was the expected one.
+
+Groups: a control request (``session/set_mode``, 64 per round) and a prompt
+admission (``session/prompt`` with ``stream 0 0``: admission, task, answer;
+32 per round, one per session, the default pool size). Each runs on asyncio
+and on uvloop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+import uvloop
+from sdk_demo_agent import SdkDemoAgent
+
+from acp_fast.demo import DemoAgent
+from acp_fast.dispatch import Connection
+from acp_fast.framing import LineFramer
+from acp_fast.limits import Limits
+from acp_fast.protocol import ReadProtocol
+from acp_fast.server import AgentServer
+from acp_fast.transport import Writer
+
+CONTROLS_PER_ROUND = 64
+PROMPTS_PER_ROUND = 32
+
+
+class _Sink(asyncio.WriteTransport):
+    """Collects written lines; wakes the round when the expected answers are in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[bytes] = []
+        self._tail = b""
+        self.want = 0
+        self.done: asyncio.Future[None] | None = None
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        parts = (self._tail + bytes(data)).split(b"\n")
+        self._tail = parts.pop()
+        self.lines.extend(p for p in parts if b'"id"' in p)  # responses only; updates are dropped
+        if self.done is not None and len(self.lines) >= self.want and not self.done.done():
+            self.done.set_result(None)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+
+class _Reading(asyncio.ReadTransport):
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+class _Drain:
+    """The StreamWriter protocol side: never paused, so drain() returns at once."""
+
+    async def _drain_helper(self) -> None:
+        return None
+
+
+class Wired:
+    """One served agent; ``feed`` delivers one chunk, ``round`` waits for the answers."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, impl: str) -> None:
+        self.loop = loop
+        self.sink = _Sink()
+        self.feed: Callable[[bytes], None]
+        self.eof: Callable[[], Any]
+        self.closers: list[Callable[[], Any]] = []
+        if impl == "acp_fast":
+            limits = Limits()
+            writer = Writer(loop, limits)
+            conn = Connection(loop, writer, limits)
+            AgentServer(DemoAgent(), conn)
+            reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
+            reader.connection_made(_Reading())
+            writer.attach(self.sink)
+            self.task = loop.create_task(conn.run())
+            self.feed = reader.data_received
+            self.eof = reader.eof_received
+        else:
+            from acp.agent.connection import AgentSideConnection  # what acp.run_agent uses
+
+            async def build() -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
+                # The SDK's connection starts its sender task at construction: it needs a running loop.
+                stream = asyncio.StreamReader(limit=64 * 1024 * 1024)
+                out = asyncio.StreamWriter(self.sink, _Drain(), None, loop)  # type: ignore[arg-type]
+                sdk = AgentSideConnection(SdkDemoAgent(), out, stream, listening=False)
+                self.closers.append(out.close)
+                return stream, loop.create_task(sdk.listen())
+
+            stream, self.task = loop.run_until_complete(build())
+            self.feed = stream.feed_data
+            self.eof = stream.feed_eof
+
+    def round(self, chunk: bytes, answers: int) -> list[bytes]:
+        self.sink.lines = []
+        self.sink.want = answers
+        self.sink.done = self.loop.create_future()
+        self.feed(chunk)
+        self.loop.run_until_complete(asyncio.wait_for(self.sink.done, 30))
+        return self.sink.lines
+
+
+def _lines(objs: list[dict[str, Any]]) -> bytes:
+    return b"".join(orjson.dumps(o) + b"\n" for o in objs)
+
+
+def _request(id: int, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+
+
+def _setup(loop_kind: str, impl: str, sessions: int) -> tuple[Wired, list[str]]:
+    loop = uvloop.new_event_loop() if loop_kind == "uvloop" else asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    w = Wired(loop, impl)
+    w.round(_lines([_request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})]), 1)
+    new = [_request(2 + i, "session/new", {"cwd": "/tmp", "mcpServers": []}) for i in range(sessions)]
+    answers = w.round(_lines(new), sessions)
+    ids = [orjson.loads(a)["result"]["sessionId"] for a in answers]
+    return w, ids
+
+
+def _close(w: Wired) -> None:
+    """EOF, let the server shut down as it would at the end of stdin, then close the loop."""
+    loop = w.loop
+    try:
+        w.eof()
+        loop.run_until_complete(asyncio.wait_for(w.task, 30))
+        for close in w.closers:
+            close()
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+IMPLS = ["acp_fast", "official-sdk"]
+LOOPS = ["asyncio", "uvloop"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_dispatch_control_request(benchmark: Any, loop_kind: str, impl: str) -> None:
+    w, (sid,) = _setup(loop_kind, impl, 1)
+    try:
+        modes = ("code", "ask")
+        chunk = _lines(
+            [
+                _request(1000 + i, "session/set_mode", {"sessionId": sid, "modeId": modes[i % 2]})
+                for i in range(CONTROLS_PER_ROUND)
+            ]
+        )
+        benchmark.group = f"dispatch session/set_mode, {CONTROLS_PER_ROUND} per round ({loop_kind})"
+        answers = benchmark(w.round, chunk, CONTROLS_PER_ROUND)
+        decoded = [orjson.loads(a) for a in answers]
+        correct = len(decoded) == CONTROLS_PER_ROUND and all(d.get("result") == {} for d in decoded)
+        _record(benchmark, CONTROLS_PER_ROUND, correct)
+        assert correct, decoded[:3]
+    finally:
+        _close(w)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_dispatch_prompt_admission(benchmark: Any, loop_kind: str, impl: str) -> None:
+    w, sids = _setup(loop_kind, impl, PROMPTS_PER_ROUND)
+    try:
+        prompt = [{"type": "text", "text": "stream 0 0"}]
+        chunk = _lines(
+            [_request(5000 + i, "session/prompt", {"sessionId": s, "prompt": prompt}) for i, s in enumerate(sids)]
+        )
+        benchmark.group = f"dispatch session/prompt admission, {PROMPTS_PER_ROUND} per round ({loop_kind})"
+        answers = benchmark(w.round, chunk, PROMPTS_PER_ROUND)
+        decoded = [orjson.loads(a) for a in answers]
+        correct = len(decoded) == PROMPTS_PER_ROUND and all(
+            d.get("result", {}).get("stopReason") == "end_turn" for d in decoded
+        )
+        _record(benchmark, PROMPTS_PER_ROUND, correct)
+        assert correct, decoded[:3]
+    finally:
+        _close(w)
+
+
+def _record(benchmark: Any, per_round: int, correct: bool) -> None:
+    benchmark.extra_info["correct"] = correct
+    benchmark.extra_info["messages_per_round"] = per_round
+    if benchmark.stats is not None:
+        median = benchmark.stats.stats.median
+        benchmark.extra_info["per_message_us"] = median / per_round * 1e6
+        benchmark.extra_info["messages_per_s"] = per_round / median

@@ -1,0 +1,57 @@
+"""Smoke run of ``acp-fast bench`` with tiny counts: every scenario runs and every answer is right.
+
+It checks that the driver, the SDK demo agent and the floor still speak the
+protocol (each cancel answered "cancelled", each set_mode answered, every
+streamed update counted), never how fast they are: timings are not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fast.bench import BENCH_DIR
+
+SCENARIOS = [
+    "handshake",
+    "cancel_idle",
+    "control_idle",
+    "requests_per_s",
+    "updates_per_s_1",
+    "updates_per_s_32",
+    "cancel_busy",
+    "control_busy",
+    "memory",
+]
+TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "300", "--updates-one", "40",
+        "--updates-each", "3", "--sessions", "5", "--handshakes", "1"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path: Path) -> None:
+    assert (BENCH_DIR / "sdk_demo_agent.py").exists() and (BENCH_DIR / "echo_floor.py").exists()
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "bench", *TINY, "--json", str(out), "--no-plot"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    results = report["results"]
+    for scenario in SCENARIOS:
+        targets = set(results[scenario])
+        assert {"acp_fast", "sdk", "floor"} <= targets, (scenario, targets)
+        for target, value in results[scenario].items():
+            assert value["correct"] is True, (scenario, target, value)
+    for target in ("acp_fast", "sdk", "floor"):
+        assert results["cancel_idle"][target]["n"] == 3
+        assert results["requests_per_s"][target]["count"] == 300
+    assert "bare" in results["handshake"]
+    assert {g["text"] for g in report["goals"]} >= {"every answer was correct"}
+    assert "| metric | acp_fast | sdk | floor |" in proc.stdout

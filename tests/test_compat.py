@@ -1,0 +1,356 @@
+"""acp_fast.compat: an agent written on the official Python SDK, served by acp_fast (Harness, no pipes).
+
+The agent under test is tests/interop/sdk_sample_agent.py, plain SDK code.
+Waiting is event-driven (Harness.wait_for and the agent's own Events).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from acp import RequestError
+from acp.schema import (
+    AgentCapabilities,
+    ClientCapabilities,
+    InitializeResponse,
+    PromptResponse,
+    SessionCapabilities,
+    SessionListCapabilities,
+    TextContentBlock,
+)
+
+from acp_fast.compat import SdkClient, wrap_sdk_agent
+from tests.helpers import Harness, close_and_check, prompt_params
+from tests.interop.sdk_sample_agent import SampleAgent
+
+FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
+
+
+async def _start(
+    sample: SampleAgent | None = None, caps: dict[str, Any] | None = None
+) -> tuple[Harness, SampleAgent, str]:
+    sample = sample or SampleAgent()
+    h = Harness(wrap_sdk_agent(sample))
+    await h.initialize(caps)
+    return h, sample, await h.new_session()
+
+
+def _texts(h: Harness, sid: str) -> list[str]:
+    chunks = [u["update"] for u in h.updates(sid) if u["update"]["sessionUpdate"] == "agent_message_chunk"]
+    return [c["content"]["text"] for c in chunks]
+
+
+def _calls(sample: SampleAgent, name: str) -> list[dict[str, Any]]:
+    return [kw for n, kw in sample.calls if n == name]
+
+
+def test_compat_importing_acp_fast_does_not_import_the_sdk() -> None:
+    code = "import sys, acp_fast, acp_fast.server, acp_fast.cli; sys.exit(1 if 'acp' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_compat_initialize_uses_the_sdk_agents_response_and_capabilities(run: Any) -> None:
+    async def body() -> None:
+        sample = SampleAgent()
+        h = Harness(wrap_sdk_agent(sample))
+        result = await h.initialize(FS)
+        # The SDK agent's own InitializeResponse, serialised as the SDK does (exclude_unset) ...
+        assert result["agentInfo"] == {"name": "sdk-sample", "title": "SDK sample agent", "version": "0.1.0"}
+        assert result["agentCapabilities"]["promptCapabilities"] == {"embeddedContext": True}
+        # ... and valid for the SDK's client-side model.
+        InitializeResponse.model_validate(result)
+        # It defines no load_session/list_sessions: nothing advertised, and -32601.
+        assert "loadSession" not in result["agentCapabilities"]
+        assert "sessionCapabilities" not in result["agentCapabilities"]
+        resp = await h.call("session/load", {"sessionId": "x", "cwd": "/tmp", "mcpServers": []})
+        assert resp["error"]["code"] == -32601
+        # It got the SDK's pydantic model for the nested params.
+        assert isinstance(sample.client_capabilities, ClientCapabilities)
+        assert sample.client_capabilities.fs.read_text_file is True
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_prompt_streams_updates_and_gets_sdk_models(run: Any) -> None:
+    async def body() -> None:
+        h, sample, sid = await _start()
+        resp = await h.call("session/prompt", prompt_params(sid, "stream 3 0"))
+        assert resp["result"] == {"stopReason": "end_turn"}
+        assert _texts(h, sid) == ["chunk 0 ", "chunk 1 ", "chunk 2 "]
+        first = h.updates(sid)[0]
+        assert first == {
+            "sessionId": sid,
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "chunk 0 "}},
+        }
+        (call,) = _calls(sample, "prompt")
+        assert isinstance(call["prompt"][0], TextContentBlock)
+        assert call["session_id"] == sid
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_meta_is_spread_into_kwargs_and_extra_kwargs_become_meta(run: Any) -> None:
+    async def body() -> None:
+        h, sample, sid = await _start()
+        params = {**prompt_params(sid, "wait"), "_meta": {"trace": "t-1"}}
+        pid = h.request("session/prompt", params)
+        await h.wait_for(lambda: h.updates(sid))
+        # session_update(..., source="sample") -> params._meta, as the SDK sends it.
+        assert h.updates(sid)[0]["_meta"] == {"source": "sample"}
+        assert _calls(sample, "prompt")[0]["trace"] == "t-1"
+        sample.release.set()
+        assert (await h.response(pid))["result"] == {"stopReason": "end_turn"}
+        new = _calls(sample, "new_session")[0]
+        assert new["cwd"] == "/tmp" and new["mcp_servers"] == [] and new["additional_directories"] is None
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r10_compat_cancel_mid_stream_answers_cancelled_and_calls_sdk_cancel(run: Any) -> None:
+    async def body() -> None:
+        h, sample, sid = await _start()
+        pid = h.request("session/prompt", prompt_params(sid, "wait"))
+        await h.wait_for(lambda: h.updates(sid))
+        h.notify("session/cancel", {"sessionId": sid, "_meta": {"why": "user"}})
+        assert (await h.response(pid))["result"] == {"stopReason": "cancelled"}
+        await h.wait_for(lambda: _calls(sample, "cancel"))
+        assert _calls(sample, "cancel") == [{"session_id": sid, "why": "user"}]
+        assert not sample.release.is_set()  # the prompt was stopped, not let finish
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r10_compat_cancel_in_same_chunk_as_prompt_cancels_it(run: Any) -> None:
+    async def body() -> None:
+        h, _sample, sid = await _start()
+        prompt = h.request_obj("session/prompt", prompt_params(sid, "wait"))
+        h.send(prompt, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+        assert (await h.response(prompt["id"]))["result"] == {"stopReason": "cancelled"}
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r07_compat_second_prompt_on_busy_session_rejected(run: Any) -> None:
+    async def body() -> None:
+        h, sample, sid = await _start()
+        first = h.request("session/prompt", prompt_params(sid, "wait"))
+        await h.wait_for(lambda: h.updates(sid))
+        second = await h.call("session/prompt", prompt_params(sid, "hello"))
+        assert second["error"]["code"] == -32000 and sid in second["error"]["message"]
+        sample.release.set()
+        assert (await h.response(first))["result"] == {"stopReason": "end_turn"}
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_set_mode_and_its_request_error(run: Any) -> None:
+    async def body() -> None:
+        h, sample, sid = await _start()
+        ok = await h.call("session/set_mode", {"sessionId": sid, "modeId": "code"})
+        assert ok["result"] == {}
+        assert sample.sessions[sid] == "code"
+        assert h.server.sessions.get(sid).mode_id == "code"
+        bad = await h.call("session/set_mode", {"sessionId": sid, "modeId": "nope"})
+        # RequestError.invalid_params({"modeId": ...}) -> the same JSON-RPC error.
+        assert bad["error"] == {"code": -32602, "message": "Invalid params", "data": {"modeId": "nope"}}
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_permission_request_round_trip_with_sdk_models(run: Any) -> None:
+    async def body() -> None:
+        h, sample, sid = await _start()
+        pid = h.request("session/prompt", prompt_params(sid, "tool"))
+        (req,) = await h.wait_for(lambda: h.outgoing_requests("session/request_permission"))
+        assert req["params"]["toolCall"] == {"toolCallId": "call-1", "title": "List files"}
+        assert req["params"]["options"][0] == {"optionId": "allow", "name": "Allow", "kind": "allow_once"}
+        h.send({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}})
+        assert (await h.response(pid))["result"] == {"stopReason": "end_turn"}
+        outcome = _calls(sample, "permission_answer")[0]["outcome"]
+        assert type(outcome).__name__ == "AllowedOutcome" and outcome.option_id == "allow"
+        last = h.updates(sid)[-1]["update"]
+        assert last == {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "completed"}
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_fs_read_and_write_through_the_sdk_client(run: Any) -> None:
+    async def body() -> None:
+        h, _sample, sid = await _start(caps=FS)
+        pid = h.request("session/prompt", prompt_params(sid, "write /tmp/a.txt hi there"))
+        (w,) = await h.wait_for(lambda: h.outgoing_requests("fs/write_text_file"))
+        assert w["params"] == {"sessionId": sid, "path": "/tmp/a.txt", "content": "hi there"}
+        h.send({"jsonrpc": "2.0", "id": w["id"], "result": None})
+        assert (await h.response(pid))["result"] == {"stopReason": "end_turn"}
+        pid = h.request("session/prompt", prompt_params(sid, "read /tmp/a.txt"))
+        (r,) = await h.wait_for(lambda: h.outgoing_requests("fs/read_text_file"))
+        assert r["params"] == {"sessionId": sid, "path": "/tmp/a.txt"}
+        h.send({"jsonrpc": "2.0", "id": r["id"], "result": {"content": "hi there"}})
+        assert (await h.response(pid))["result"] == {"stopReason": "end_turn"}
+        assert _texts(h, sid) == ["wrote /tmp/a.txt", "read 8"]
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_client_errors_reach_the_sdk_agent_as_request_error(run: Any) -> None:
+    async def body() -> None:
+        h, _sample, sid = await _start(caps=FS)
+        pid = h.request("session/prompt", prompt_params(sid, "read /tmp/missing"))
+        (r,) = await h.wait_for(lambda: h.outgoing_requests("fs/read_text_file"))
+        h.send({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32002, "message": "Resource not found"}})
+        # The sample does not catch it: the RequestError leaves the prompt as that same error.
+        resp = await h.response(pid)
+        assert resp["error"]["code"] == -32002 and resp["error"]["message"] == "Resource not found"
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
+    async def body() -> None:
+        h, sample, _sid = await _start()  # no fs capability advertised
+        conn = sample.conn
+        assert isinstance(conn, SdkClient)
+        try:
+            await conn.read_text_file(session_id="s", path="/tmp/x")
+        except RequestError as exc:
+            assert exc.code == -32601
+        else:
+            raise AssertionError("read_text_file went out although the client did not allow it")
+        assert not h.outgoing_requests("fs/read_text_file")
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r24_compat_errors_map_like_the_sdk(run: Any) -> None:
+    async def body() -> None:
+        h, _sample, sid = await _start()
+        fail = await h.call("session/prompt", prompt_params(sid, "fail"))
+        assert fail["error"] == {"code": -32602, "message": "Invalid params", "data": {"why": "asked to fail"}}
+        crash = await h.call("session/prompt", prompt_params(sid, "crash"))
+        assert crash["error"]["code"] == -32603
+        # A ValidationError raised by the agent's own code: -32602, as the SDK's connection answers.
+        invalid = await h.call("session/prompt", prompt_params(sid, "invalid"))
+        assert invalid["error"]["code"] == -32602 and invalid["error"]["data"]["errors"][0]["loc"] == ["stopReason"]
+        # A block the SDK's PromptRequest model refuses: -32602 with pydantic's errors, as the SDK answers.
+        bad = await h.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text"}]})
+        assert bad["error"]["code"] == -32602 and bad["error"]["data"]["errors"][0]["loc"][-1] == "text"
+        # Not defined by the SDK agent: -32601; and it keeps serving.
+        assert (await h.call("session/list", {}))["error"]["code"] == -32601
+        assert (await h.call("session/prompt", prompt_params(sid, "hi")))["result"] == {"stopReason": "end_turn"}
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_ext_method_gets_the_name_without_underscore(run: Any) -> None:
+    async def body() -> None:
+        h, sample, _sid = await _start()
+        resp = await h.call("_sample/echo", {"x": 1})
+        assert resp["result"] == {"echo": "sample/echo", "params": {"x": 1}}
+        assert _calls(sample, "ext_method") == [{"method": "sample/echo", "params": {"x": 1}}]
+        await close_and_check(h)
+
+    run(body())
+
+
+class _Minimal:
+    """An SDK agent that defines only prompt (no initialize, no new_session)."""
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        return PromptResponse(stop_reason="end_turn")
+
+
+class _Unstable(SampleAgent):
+    async def close_session(self, session_id: str, **kwargs: Any) -> None:
+        self.calls.append(("close_session", {"session_id": session_id}))
+
+
+def test_compat_undefined_new_session_answers_method_not_found(run: Any) -> None:
+    async def body() -> None:
+        h = Harness(wrap_sdk_agent(_Minimal()))
+        await h.initialize()
+        resp = await h.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        assert resp["error"]["code"] == -32601
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_compat_unstable_methods_need_the_flag_as_in_the_sdk(run: Any) -> None:
+    async def body() -> None:
+        off = Harness(wrap_sdk_agent(_Unstable()))
+        caps = (await off.initialize())["agentCapabilities"]
+        assert "sessionCapabilities" not in caps
+        sid = await off.new_session()
+        assert (await off.call("session/close", {"sessionId": sid}))["error"]["code"] == -32601
+        await close_and_check(off)
+
+        sample = _Unstable()
+        on = Harness(wrap_sdk_agent(sample, use_unstable_protocol=True))
+        await on.initialize()
+        sid = await on.new_session()
+        assert (await on.call("session/close", {"sessionId": sid}))["result"] == {}
+        assert _calls(sample, "close_session") == [{"session_id": sid}]
+        await close_and_check(on)
+
+    run(body())
+
+
+class _Loader(SampleAgent):
+    """Defines load_session; whether it advertises it is the agent's own choice."""
+
+    advertise = False
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        caps = AgentCapabilities(load_session=self.advertise, session_capabilities=SessionCapabilities())
+        return InitializeResponse(protocol_version=protocol_version, agent_capabilities=caps)
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> None:
+        self.calls.append(("load_session", {"session_id": session_id}))
+
+
+class _Overclaims(SampleAgent):
+    """Advertises loadSession and session/list without defining either."""
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        caps = AgentCapabilities(
+            load_session=True, session_capabilities=SessionCapabilities(list=SessionListCapabilities())
+        )
+        return InitializeResponse(protocol_version=protocol_version, agent_capabilities=caps)
+
+
+def test_compat_sdk_agent_decides_capabilities_server_only_removes_unimplemented(run: Any) -> None:
+    async def body() -> None:
+        quiet = Harness(wrap_sdk_agent(_Loader()))
+        caps = (await quiet.initialize())["agentCapabilities"]
+        assert caps.get("loadSession") is not True  # defined, but not advertised by the agent: not added
+        await close_and_check(quiet)
+
+        loud = _Loader()
+        loud.advertise = True
+        h = Harness(wrap_sdk_agent(loud))
+        assert (await h.initialize())["agentCapabilities"]["loadSession"] is True
+        resp = await h.call("session/load", {"sessionId": "old-1", "cwd": "/tmp", "mcpServers": []})
+        assert resp["result"] == {}  # None -> {} as the SDK's normalize_result answers
+        assert _calls(loud, "load_session") == [{"session_id": "old-1"}]
+        await close_and_check(h)
+
+        over = Harness(wrap_sdk_agent(_Overclaims()))
+        caps = (await over.initialize())["agentCapabilities"]
+        assert "loadSession" not in caps and "list" not in caps.get("sessionCapabilities", {})
+        await close_and_check(over)
+
+    run(body())

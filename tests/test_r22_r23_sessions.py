@@ -1,0 +1,203 @@
+"""R22: two-phase session start (setup under ordering, then the user's callback
+spawned after the response). R23: the client-side session builder waits on the
+current task and reports the ordered-handler deadlock like R21.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+from helpers import FakeReadTransport, FakeWriteTransport, Harness, close_and_check
+from schema_oracle import assert_schema_valid, record_sent
+
+from acp_fast import _framing_py
+from acp_fast.agent import Agent
+from acp_fast.client import ClientHandler, ClientSession, ClientSideConnection, connect_in_memory
+from acp_fast.demo import DemoAgent
+from acp_fast.dispatch import Connection
+from acp_fast.errors import DeadlockError
+from acp_fast.jsonrpc import Notification
+from acp_fast.limits import Limits
+from acp_fast.protocol import ReadProtocol
+from acp_fast.transport import Writer
+
+CWD = "/tmp"
+
+
+class StartingAgent(Agent):
+    """on_session_start emits an update, asks the client something, then waits for a mode change."""
+
+    def __init__(self) -> None:
+        self.mode_set = asyncio.Event()
+        self.answers: list[Any] = []
+
+    async def new_session(self, cwd: str, mcp_servers: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
+        return {"sessionId": "s1"}
+
+    async def load_session(self, session_id: str, cwd: str, mcp_servers: list[dict[str, Any]], **kw: Any) -> None:
+        await self.client.user_message_chunk(session_id, "replayed")
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kw: Any) -> None:
+        self.mode_set.set()
+
+    async def on_session_start(self, session_id: str) -> None:
+        await self.client.available_commands_update(session_id, [{"name": "go", "description": "go"}])
+        # Consumes later session traffic: the answer to its own request, then a later control request.
+        self.answers.append(await self.client.ext_method("_test/hello", {"sessionId": session_id}))
+        await self.mode_set.wait()
+        await self.client.agent_message_chunk(session_id, f"ready {self.answers[-1]['n']}")
+
+
+def _index(h: Harness, pred: Any) -> int:
+    return next(i for i, m in enumerate(h.messages) if pred(m))
+
+
+@pytest.mark.parametrize("method", ["session/new", "session/load"])
+def test_r22_session_start_response_is_written_before_any_update_of_the_callback(run: Any, method: str) -> None:
+    async def body() -> None:
+        h = record_sent(Harness(StartingAgent()))
+        await h.initialize()
+        rid = h.request("session/new", {"cwd": CWD, "mcpServers": []})
+        if method == "session/load":
+            await h.wait_for(lambda: h.outgoing_requests("_test/hello"))
+            rid = h.request("session/load", {"sessionId": "s1", "cwd": CWD, "mcpServers": []})
+        await h.wait_for(lambda: h.find_response(rid) and len(h.outgoing_requests("_test/hello")) == 1
+                         + (method == "session/load"))
+        resp = _index(h, lambda m: m.get("id") == rid and "method" not in m)
+        commands = [i for i, m in enumerate(h.messages) if m.get("method") == "session/update"
+                    and m["params"]["update"]["sessionUpdate"] == "available_commands_update"]
+        assert commands and commands[-1] > resp  # the callback's update follows the response
+        if method == "session/load":  # load replay is part of the response, so it comes first
+            replay = _index(h, lambda m: m.get("method") == "session/update"
+                            and m["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+            assert replay < resp < commands[-1]
+        assert_schema_valid(h)
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r22_session_start_callback_consumes_later_session_traffic(run: Any) -> None:
+    async def body() -> None:
+        agent = StartingAgent()
+        h = record_sent(Harness(agent))
+        await h.initialize()
+        sid = await h.new_session()
+        ask = await h.wait_for(lambda: h.outgoing_requests("_test/hello"))
+        h.send({"jsonrpc": "2.0", "id": ask[0]["id"], "result": {"n": 7}})
+        assert (await h.call("session/set_mode", {"sessionId": sid, "modeId": "code"}))["result"] == {}
+        ready = await h.wait_for(lambda: [u for u in h.updates(sid) if u["update"].get("content", {}).get("text")])
+        assert ready[0]["update"]["content"]["text"] == "ready 7"
+        assert agent.answers == [{"n": 7}]
+        assert_schema_valid(h)
+        await close_and_check(h)
+
+    run(body())
+
+
+# -- R23: the client-side builder --------------------------------------------------------------
+
+
+class Allow(ClientHandler):
+    async def request_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+
+def test_r23_build_session_run_until_prompts_the_demo_agent_and_reads_streamed_text(run: Any) -> None:
+    async def body() -> None:
+        pair = connect_in_memory(DemoAgent(pace_ms=0), Allow())
+        client = pair.client
+        init = await client.initialize()
+        assert init["protocolVersion"] == 1
+
+        async def use(session: ClientSession) -> tuple[str, str, str]:
+            streamed = await session.prompt("stream 3 0")
+            tool = await session.prompt("tool")
+            return session.id, streamed.text, tool.text
+
+        sid, streamed, tool = await client.build_session(CWD).run_until(use)
+        assert sid == "demo-1"
+        assert streamed == "chunk 0 chunk 1 chunk 2 "
+        assert tool == "the tool listed 2 files"
+        assert pair.server.sessions.find(sid) is not None
+        await pair.close()
+
+    run(body())
+
+
+def test_r23_updates_right_behind_the_session_response_reach_the_session(run: Any) -> None:
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        limits = Limits()
+        writer = Writer(loop, limits)
+        conn = Connection(loop, writer, limits, name="acp.client")
+        client = ClientSideConnection(conn)
+        written: list[dict[str, Any]] = []
+        arrived = asyncio.Event()
+
+        def on_data(data: bytes) -> None:
+            written.extend(orjson.loads(line) for line in data.split(b"\n") if line)
+            arrived.set()
+
+        writer.attach(FakeWriteTransport(on_data, writer))
+        reader = ReadProtocol(conn, _framing_py.LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 4096)
+        reader.connection_made(FakeReadTransport())
+        client.run()
+        built = asyncio.ensure_future(
+            client.build_session(CWD).run_until(lambda s: asyncio.sleep(0, result=s.pending_updates()))
+        )
+        while not written:
+            arrived.clear()
+            await arrived.wait()
+        assert written[0]["method"] == "session/new"
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": []}
+        # One read delivers the response and the update right behind it: the update is
+        # dispatched before the task awaiting the response resumes, so only routing that
+        # the ordered result callback installed on the loop (R20) can catch it.
+        reader.data_received(
+            orjson.dumps({"jsonrpc": "2.0", "id": written[0]["id"], "result": {"sessionId": "s9"}}) + b"\n"
+            + orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
+                            "params": {"sessionId": "s9", "update": update}}) + b"\n"
+        )
+        assert await built == [update]
+        reader.eof_received()
+        await client.run()
+
+    run(body())
+
+
+class KickingAgent(Agent):
+    """Sends the client an extension notification once a session started."""
+
+    async def on_session_start(self, session_id: str) -> None:
+        await self.client.ext_notification("_test/kick", {"sessionId": session_id})
+
+
+def test_r23_run_until_inside_an_ordered_handler_raises_deadlock_error_at_once(run: Any) -> None:
+    async def body() -> None:
+        pair = connect_in_memory(KickingAgent())
+        client: ClientSideConnection = pair.client
+        seen: list[BaseException] = []
+        handled = asyncio.Event()
+
+        async def on_kick(note: Notification) -> bool:
+            if note.method != "_test/kick":
+                return False
+            try:
+                await client.build_session(CWD).run_until(lambda s: asyncio.sleep(0))
+            except DeadlockError as exc:
+                seen.append(exc)
+            handled.set()
+            return True
+
+        client.conn.on_receive_notification(on_kick)
+        await client.initialize()
+        await client.build_session(CWD).run_until(lambda s: handled.wait())
+        assert len(seen) == 1 and "ordered handler" in str(seen[0])
+        assert len(pair.server.sessions) == 1  # the refused build sent nothing
+        await pair.close()
+
+    run(body())

@@ -1,0 +1,80 @@
+"""R26: a stalled stdout makes streaming prompts wait; nothing is dropped or reordered.
+
+``FakeWriteTransport.stall()`` holds every write and reports a growing
+buffer, pausing the writer above the high-water mark, as a pipe whose reader
+stopped would. The test observes the producer blocked in ``drain`` through a
+thin wrapper, never through timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from acp_fast.agent import Agent
+from acp_fast.limits import KiB, Limits
+from tests.helpers import Harness, close_and_check, prompt_params
+
+UPDATES = 300
+PAD = "x" * 200
+
+
+class FirehoseAgent(Agent):
+    """One prompt streams UPDATES numbered chunks as fast as the writer lets it."""
+
+    def __init__(self) -> None:
+        self.produced = 0
+        self.mode_set = asyncio.Event()
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> str:
+        for i in range(UPDATES):
+            await self.client.agent_message_chunk(session_id, f"{i:05d}:{PAD}")
+            self.produced += 1
+        return "end_turn"
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
+        self.mode_set.set()
+
+
+def test_r26_stalled_reader_bounds_transport_bytes_and_loses_no_update(
+    run: Any, framer_cls: type
+) -> None:
+    high = 8 * KiB
+
+    async def body() -> None:
+        agent = FirehoseAgent()
+        h = Harness(agent, limits=Limits(write_high_water=high, write_low_water=2 * KiB), framer_cls=framer_cls)
+        await h.initialize()
+        sid = await h.new_session()
+        h.transport.stall()
+        delivered = len(h.raw)
+
+        blocked = asyncio.Event()
+        drain = h.writer.drain
+
+        async def observed_drain() -> None:
+            if h.transport.paused:
+                blocked.set()  # the producer is about to wait for the pipe
+            await drain()
+
+        h.writer.drain = observed_drain  # type: ignore[method-assign]
+        pid = h.request("session/prompt", prompt_params(sid, "go"))
+        await blocked.wait()
+        produced = agent.produced
+        assert 0 < produced < UPDATES
+        # The loop still turns (a control request is handled) while the producer stays put.
+        h.request("session/set_mode", {"sessionId": sid, "modeId": "m"})
+        await agent.mode_set.wait()
+        assert agent.produced == produced
+        assert len(h.raw) == delivered  # nothing reached the client while stalled
+
+        h.transport.unstall()
+        done = await h.response(pid)
+        assert done["result"] == {"stopReason": "end_turn"}, done
+        texts = [u["update"]["content"]["text"] for u in h.updates(sid)]
+        assert texts == [f"{i:05d}:{PAD}" for i in range(UPDATES)]  # all of them, in order
+        largest = max(len(line) + 1 for line in bytes(h.raw).split(b"\n") if line)
+        assert h.transport.max_held <= high + largest, (h.transport.max_held, high, largest)
+        await close_and_check(h)
+
+    run(body())

@@ -1,0 +1,218 @@
+"""R04, R05, R07, R08, R10-R15, R24: a hypothesis state machine drives the dispatcher.
+
+Random interleavings of session/new, prompt (held open, released, failing),
+session/cancel, $/cancel_request, set_mode (ok and failing) and EOF run
+against a real AgentServer through the in-memory Harness, on one asyncio loop
+kept on the machine. A small model says what each step must produce; after
+every step the invariants check the whole output so far: one response per
+request, none for notifications, at most one running prompt per session, a
+prompt's updates before its response, and after EOF no slot, reservation or
+task left. Every wait is ``Harness.wait_for`` (event-driven); the outer
+timeout only turns a hang into a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from acp_fast.agent import Agent, current_turn
+from acp_fast.limits import Limits
+from tests.helpers import Harness, prompt_params
+
+T = TypeVar("T")
+POOL = 3  # small, so the R08 refusal is reached often
+HANG_S = 10.0
+
+
+class ModelAgent(Agent):
+    """A prompt says ``start <id>``, then waits for ``release[id]``; ``fail`` raises after the update."""
+
+    def __init__(self) -> None:
+        self.release: dict[Any, asyncio.Event] = {}
+        self.finalized: list[Any] = []
+
+    async def new_session(self, cwd: str, mcp_servers: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        return {}
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
+        if mode_id == "boom":
+            raise RuntimeError("set_mode handler failure")
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> str:
+        rid = current_turn().request_id
+        try:
+            await self.client.agent_message_chunk(session_id, f"start {rid}")
+            if prompt[0]["text"] == "fail":
+                raise RuntimeError("prompt handler failure")
+            await self.release.setdefault(rid, asyncio.Event()).wait()
+            await self.client.agent_message_chunk(session_id, f"end {rid}")
+            return "end_turn"
+        finally:
+            self.finalized.append(rid)
+
+
+class DispatchMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.loop_errors: list[dict[str, Any]] = []
+        self.loop.set_exception_handler(lambda _l, ctx: self.loop_errors.append(ctx))
+        self.agent = ModelAgent()
+        self.h: Harness = self._run(self._make())
+        self.sessions: list[str] = []
+        self.running: dict[str, Any] = {}  # session -> id of its running prompt
+        self.requests: set[Any] = set()  # every request id sent
+        self.prompts: set[Any] = set()  # ids of prompts that were admitted
+        self.closed = False
+
+    async def _make(self) -> Harness:
+        return Harness(self.agent, Limits(max_background=POOL))
+
+    def _run(self, aw: Awaitable[T]) -> T:
+        return self.loop.run_until_complete(asyncio.wait_for(aw, HANG_S))
+
+    def _request(self, method: str, params: Any) -> Any:
+        rid = self.h.request(method, params)
+        self.requests.add(rid)
+        return rid
+
+    def _response(self, rid: Any) -> dict[str, Any]:
+        return self._run(self.h.response(rid))
+
+    def _started(self, rid: Any) -> bool:
+        return any(u["update"]["content"]["text"] == f"start {rid}" for u in self.h.updates())
+
+    # -- rules ---------------------------------------------------------------------------
+    @precondition(lambda self: not self.closed and len(self.sessions) < 5)
+    @rule()
+    def new_session(self) -> None:
+        if not self.sessions:
+            assert "result" in self._response(self._request("initialize", {"protocolVersion": 1}))
+        resp = self._response(self._request("session/new", {"cwd": "/tmp", "mcpServers": []}))
+        self.sessions.append(resp["result"]["sessionId"])
+
+    @precondition(lambda self: not self.closed and self.sessions)
+    @rule(data=st.data(), fail=st.booleans())
+    def prompt(self, data: st.DataObject, fail: bool) -> None:
+        sid = data.draw(st.sampled_from(self.sessions))
+        rid = self._request("session/prompt", prompt_params(sid, "fail" if fail else "hold"))
+        if sid in self.running or len(self.running) >= POOL:  # R07, R08: refused at once
+            resp = self._response(rid)
+            assert resp["error"]["code"] == -32000, resp
+            assert not self._started(rid)
+            return
+        self.prompts.add(rid)
+        if fail:  # a handler exception is -32603 and frees the session (R15, R24)
+            assert self._response(rid)["error"]["code"] == -32603
+            return
+        self._run(self.h.wait_for(lambda: self._started(rid) or self.h.find_response(rid)))
+        assert self.h.find_response(rid) is None, self.h.find_response(rid)  # admitted, running
+        self.running[sid] = rid
+
+    @precondition(lambda self: not self.closed and self.running)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        sid = data.draw(st.sampled_from(sorted(self.running)))
+        rid = self.running.pop(sid)
+        self.agent.release.setdefault(rid, asyncio.Event()).set()
+        assert self._response(rid)["result"] == {"stopReason": "end_turn"}
+
+    @precondition(lambda self: not self.closed and self.sessions)
+    @rule(data=st.data())
+    def cancel_session(self, data: st.DataObject) -> None:
+        sid = data.draw(st.sampled_from(self.sessions))
+        self.h.notify("session/cancel", {"sessionId": sid})
+        if sid in self.running:  # R10-R12: answered as cancelled, not as an error
+            assert self._response(self.running.pop(sid))["result"] == {"stopReason": "cancelled"}
+
+    @precondition(lambda self: not self.closed and self.requests)
+    @rule(data=st.data())
+    def cancel_request(self, data: st.DataObject) -> None:
+        rid = data.draw(st.sampled_from(sorted(self.requests, key=repr)))
+        self.h.notify("$/cancel_request", {"requestId": rid})
+        sid = next((s for s, r in self.running.items() if r == rid), None)
+        if sid is not None:
+            del self.running[sid]
+            assert self._response(rid)["result"] == {"stopReason": "cancelled"}
+
+    @precondition(lambda self: not self.closed and self.sessions)
+    @rule(data=st.data(), boom=st.booleans())
+    def set_mode(self, data: st.DataObject, boom: bool) -> None:
+        sid = data.draw(st.sampled_from(self.sessions))
+        params = {"sessionId": sid, "modeId": "boom" if boom else "ask"}
+        resp = self._response(self._request("session/set_mode", params))
+        assert (resp["error"]["code"] == -32603) if boom else (resp["result"] == {}), resp
+
+    @precondition(lambda self: not self.closed)
+    @rule()
+    def eof(self) -> None:
+        self._run(self.h.close())  # R13: every running prompt is cancelled, then answered
+        for rid in self.running.values():
+            assert self.h.find_response(rid)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
+        self.running.clear()
+        self.closed = True
+
+    @precondition(lambda self: self.closed)
+    @rule()
+    def after_eof(self) -> None:
+        """Nothing is left to drive; the invariants re-check the final state."""
+        assert self.h.task.done()
+
+    # -- invariants, checked after every step ------------------------------------------------
+    @invariant()
+    def one_response_per_request_and_none_for_notifications(self) -> None:
+        answered = [m["id"] for m in self.h.messages if "method" not in m]
+        assert len(answered) == len(set(answered)), answered  # R04
+        assert set(answered) <= self.requests, set(answered) - self.requests  # R06
+        unanswered = self.requests - set(answered)
+        assert unanswered == set(self.running.values()), (unanswered, self.running)
+
+    @invariant()
+    def at_most_one_prompt_running_per_session(self) -> None:
+        if not self.closed:
+            per_session = [j.session.id for j in self.h.server.pool.jobs() if j.session is not None]
+            assert len(per_session) == len(set(per_session)), per_session  # R07
+            assert self.h.server.pool.in_flight == len(self.running)  # R15: no slot held by a finished job
+
+    @invariant()
+    def updates_of_a_prompt_come_before_its_response(self) -> None:
+        last_update: dict[Any, int] = {}
+        answered_at: dict[Any, int] = {}
+        for i, m in enumerate(self.h.messages):
+            if m.get("method") == "session/update":
+                last_update[m["params"]["update"]["content"]["text"].split()[1]] = i
+            elif "method" not in m:
+                answered_at[str(m["id"])] = i
+        for rid, i in last_update.items():
+            assert rid not in answered_at or answered_at[rid] > i, rid  # R05
+
+    @invariant()
+    def nothing_leaked_after_eof(self) -> None:
+        if self.closed:
+            self.h.assert_no_leaks()  # R15
+            assert sorted(self.agent.finalized, key=repr) == sorted(self.prompts, key=repr)  # R13
+
+    def teardown(self) -> None:
+        try:
+            if not self.closed:
+                self.eof()
+                self.nothing_leaked_after_eof()
+            assert not self.loop_errors, self.loop_errors
+        finally:
+            self.loop.close()
+
+
+DispatchMachine.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_dispatch_state_machine = DispatchMachine.TestCase
