@@ -207,7 +207,11 @@ class Agent:
         raise MethodNotFound("session/prompt")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        """Told after the server cancelled the session's turn; nothing to do by default."""
+        """Told after the server cancelled the session's turn; nothing to do by default.
+
+        The server has already cancelled the turn (token and task) when this
+        runs, in a spawned task: the cancel itself never waits for this hook.
+        """
 
     # -- hooks ------------------------------------------------------------------------------
     async def on_session_start(self, session_id: str) -> None:

@@ -84,12 +84,20 @@ class IncomingRequest:
         self.answered = False
 
     def respond(self, result: Any) -> None:
-        if self._settle():
-            self._conn.writer.write(jsonrpc.encode_result(self.id, result))
+        if self.answered:
+            log.warning("second answer to request %r (%s) dropped", self.id, self.method)
+            return
+        self.answered = True
+        self._conn._incoming.pop(self.id, None)
+        self._conn.writer.write(jsonrpc.encode_result(self.id, result))
 
     def respond_error(self, exc: BaseException) -> None:
         if self._settle():
             self._conn.writer.write(jsonrpc.encode_error(self.id, from_exception(exc)))
+
+    def flush(self) -> None:
+        """Send the answer now instead of at the end of the loop turn."""
+        self._conn.writer.flush()
 
     def _settle(self) -> bool:
         if self.answered:
@@ -105,6 +113,7 @@ class IncomingRequest:
 
 RequestHandler = Callable[[IncomingRequest], Awaitable[bool | None]]
 NotificationHandler = Callable[[Notification], Awaitable[bool | None]]
+SyncNotificationHandler = Callable[[Notification], None]
 ShutdownHook = Callable[[], Awaitable[None]]
 
 
@@ -138,6 +147,8 @@ class Connection:
         self.state = State.OPEN
         self._request_handlers: list[tuple[str, RequestHandler]] = []
         self._notification_handlers: list[tuple[str, NotificationHandler]] = []
+        self._sync_notifications: dict[str, SyncNotificationHandler] = {}
+        self._idle = False  # the dispatch loop is parked, waiting for input
         self._shutdown_hooks: list[ShutdownHook] = []
         self._inbox: deque[_Item] = deque()
         self._wakeup: asyncio.Future[None] | None = None
@@ -163,6 +174,16 @@ class Connection:
         """Add an ordered notification handler; return False to pass it on."""
         self._notification_handlers.append((name or _name_of(handler), handler))
 
+    def on_receive_notification_sync(self, method: str, handler: SyncNotificationHandler) -> None:
+        """Claim every ``method`` notification with a synchronous ordered handler.
+
+        It keeps its place in the order (R01) like any handler, but when the
+        loop is parked with an empty inbox it runs straight from the read
+        callback, a loop turn sooner. That is the path of ``session/cancel``:
+        the cancel reaches the prompt task in the same turn its line arrived.
+        """
+        self._sync_notifications[method] = handler
+
     def on_shutdown(self, hook: ShutdownHook) -> None:
         """Run ``hook`` after the read side ended, before pending work is failed."""
         self._shutdown_hooks.append(hook)
@@ -178,7 +199,18 @@ class Connection:
             item = _BadLine(exc, exc.id)
         except AcpError as exc:  # ParseError
             item = _BadLine(exc, None)
+        if self._idle and type(item) is Notification and not self._inbox:
+            handler = self._sync_notifications.get(item.method)
+            if handler is not None:
+                self._run_sync_notification(handler, item)
+                return
         self._push(item)
+
+    def _run_sync_notification(self, handler: SyncNotificationHandler, note: Notification) -> None:
+        try:
+            handler(note)
+        except Exception as exc:  # never answered (R06)
+            _log_handler_failure(_name_of(handler), note.method, exc)
 
     def feed_oversized(self, event: Oversized) -> None:
         rid = jsonrpc.recover_id(event.head)
@@ -243,16 +275,25 @@ class Connection:
             if not inbox:
                 if self._eof:
                     return
+                # The batch is done: answers leave now, not a loop turn later.
+                self.writer.flush()
                 self._wakeup = self.loop.create_future()
-                await self._wakeup
-                self._wakeup = None
+                self._idle = True
+                try:
+                    await self._wakeup
+                finally:
+                    self._idle = False
+                    self._wakeup = None
                 continue
             item = inbox.popleft()
             if self._reader_paused and len(inbox) <= resume_at:
                 self._reader_paused = False
                 if self._reader is not None:
                     self._reader.resume_reading()
-            await self._dispatch(item)
+            if type(item) is Request:  # the common case, without one more coroutine frame
+                await self._dispatch_request(item)
+            else:
+                await self._dispatch(item)
 
     async def _dispatch(self, item: _Item) -> None:
         kind = type(item)
@@ -288,6 +329,10 @@ class Connection:
         incoming.respond_error(MethodNotFound(f"Method not found: {req.method}", {"method": req.method}))
 
     async def _dispatch_notification(self, note: Notification) -> None:
+        sync_handler = self._sync_notifications.get(note.method)
+        if sync_handler is not None:
+            self._run_sync_notification(sync_handler, note)
+            return
         for name, handler in self._notification_handlers:
             self._current_handler = name
             try:

@@ -95,6 +95,22 @@ def loads(line: bytes | bytearray | memoryview | str) -> Any:
 
 def classify(obj: Any) -> Message:
     """Sort a decoded value into request, notification or response (R24)."""
+    # Fast path: a well-formed request or notification, checked in one pass.
+    if type(obj) is dict and obj.get("jsonrpc") == "2.0":
+        method = obj.get("method")
+        if type(method) is str:
+            params = obj.get("params")
+            if params is None or type(params) is dict or type(params) is list:
+                if "id" not in obj:
+                    return Notification(method, params)
+                rid = obj["id"]
+                if type(rid) is str or (type(rid) is int and _INT64_MIN <= rid <= _INT64_MAX):
+                    return Request(rid, method, params)
+    return _classify_slow(obj)
+
+
+def _classify_slow(obj: Any) -> Message:
+    """Every other case: responses, and the precise error for an invalid message."""
     if type(obj) is not dict:
         if type(obj) is list:
             raise InvalidMessage(
@@ -141,7 +157,11 @@ def classify(obj: Any) -> Message:
 
 def decode(line: bytes | bytearray | memoryview | str) -> Message:
     """Parse and classify one framed line."""
-    return classify(loads(line))
+    try:
+        obj = _LOADS(line)
+    except orjson.JSONDecodeError as exc:
+        raise ParseError(f"Parse error: {exc}") from None
+    return classify(obj)
 
 
 def _kind(obj: Any) -> str:

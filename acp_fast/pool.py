@@ -70,6 +70,7 @@ class Job:
             self.request.respond(CANCELLED_PROMPT)
         else:
             self.request.respond_error(RequestCancelled())
+        self.request.flush()
 
     def __repr__(self) -> str:
         return f"Job({self.request.method} id={self.request.id!r})"
@@ -137,10 +138,11 @@ class BackgroundPool:
             log.error("%s failed", job, exc_info=exc)
             job.request.respond_error(exc)
             return
-        if job.token.cancelled:
-            job.answer_cancelled() if job.is_prompt else job.request.respond(result_of(job, value))
+        if job.token.cancelled and job.is_prompt:
+            job.answer_cancelled()
         else:
             job.request.respond(result_of(job, value))
+            job.request.flush()  # one answer per job: send it now, behind its updates (R05)
 
     def _release(self, job: Job, how: str) -> None:
         if job.released:

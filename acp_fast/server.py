@@ -103,9 +103,18 @@ class AgentServer:
             "session/set_mode": self._set_mode,
             "session/set_config_option": self._set_config_option,
         }
+        # The control methods this agent serves: initialize and session/new always.
+        self._served = {
+            method: handler
+            for method, handler in self._control.items()
+            if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in self._implemented
+        }
         self._idle_timer: asyncio.TimerHandle | None = None
         conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
         conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
+        conn.on_receive_notification_sync("session/cancel", self._on_cancel_notification)
+        conn.on_receive_notification_sync("$/cancel_request", self._on_cancel_notification)
+        self._cancel_hook = type(agent).cancel is not Agent.cancel
         conn.on_shutdown(self._shutdown)
         agent.on_connect(self.client)
         if self.limits.idle_session_timeout_s > 0:
@@ -126,9 +135,10 @@ class AgentServer:
         if spec.lane is Lane.BACKGROUND:
             self._admit(req, spec, kwargs)
             return True
-        if method not in ("initialize", "session/new") and spec.attr not in self._implemented:
+        handler = self._served.get(method)
+        if handler is None:
             raise MethodNotFound(f"Method not found: {method} (not supported by this agent)")
-        req.respond(await self._control[method](kwargs))
+        req.respond(await handler(kwargs))
         return True
 
     def _require_initialized(self, method: str) -> None:
@@ -147,25 +157,32 @@ class AgentServer:
             else:
                 log.debug("ignored notification %s", method)
             return True
+        log.debug("ignored notification %s", method)  # cancels are claimed by the sync handler
+        return True
+
+    # -- cancellation (R06, R10-R12) ----------------------------------------------------------
+    def _on_cancel_notification(self, note: Notification) -> None:
+        """Synchronous, so it can run straight from the read callback (see dispatch)."""
+        spec = AGENT_METHODS[note.method]
         try:
             kwargs = spec.parse(note.params)
         except InvalidParams as exc:  # R06: logged and dropped, never answered
-            log.warning("dropped malformed %s: %s", method, exc.message)
-            return True
-        if method == "session/cancel":
-            await self._cancel_session(kwargs["session_id"], kwargs.get("field_meta"))
+            log.warning("dropped malformed %s: %s", note.method, exc.message)
+            return
+        if note.method == "session/cancel":
+            self._cancel_session(kwargs["session_id"], kwargs.get("field_meta"))
         else:
             self._cancel_request(kwargs["request_id"])
-        return True
 
-    # -- cancellation (R10-R12) ------------------------------------------------------------
-    async def _cancel_session(self, session_id: str, field_meta: dict[str, Any] | None = None) -> None:
+    def _cancel_session(self, session_id: str, field_meta: dict[str, Any] | None = None) -> None:
         session = self.sessions.find(session_id)
         if session is None:
             log.debug("session/cancel for unknown session %r ignored", session_id)
             return
         session.cancel_turn("session/cancel")
-        await self.agent.cancel(session_id, **({"field_meta": field_meta} if field_meta else {}))
+        if self._cancel_hook:  # the agent's own reaction runs beside the loop, not on it
+            meta = {"field_meta": field_meta} if field_meta else {}
+            self.conn.spawn(self.agent.cancel(session_id, **meta), name=f"acp.cancel_hook:{session_id}")
 
     def _cancel_request(self, request_id: str | int) -> None:
         job = self.pool.get(request_id)

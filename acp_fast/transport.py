@@ -101,6 +101,11 @@ class Writer:
         if w is not None and not w.done():
             w.set_result(None)
 
+    def flush(self) -> None:
+        """Hand everything queued to the transport now (latency-critical answers)."""
+        if self._chunks:
+            self._flush()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if not self._chunks or self._transport is None or self.failed is not None:

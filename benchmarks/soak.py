@@ -52,6 +52,15 @@ class SoakAgent(DemoAgent):
         self.cwd.pop(session_id, None)
         self.history.pop(session_id, None)
 
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        # A prompt cancelled by session/close before its task ran still executes the
+        # demo's code up to its first await, which re-creates the history entry.
+        try:
+            return await super().prompt(session_id, prompt, **kwargs)
+        finally:
+            if session_id not in self.cwd:
+                self.history.pop(session_id, None)
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> Any:
         if method != "_soak/stats":
             return await super().ext_method(method, params)
@@ -127,6 +136,8 @@ async def main(sessions: int, per_session: int, window: int) -> int:
         problems.append(f"agent exit status {rc}")
     if last["tasks"] != base["tasks"] or last["counts"] != base["counts"]:
         problems.append(f"tasks/counters did not return to baseline: {base} -> {last}")
+    if last["gc_objects"] - base["gc_objects"] > 100:  # one leaked object per session would be ~9500
+        problems.append(f"live objects grew: {base['gc_objects']} -> {last['gc_objects']}")
     if last["demo_sessions"] != 0:
         problems.append(f"{last['demo_sessions']} sessions still open")
     summary = {

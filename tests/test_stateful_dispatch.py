@@ -38,7 +38,8 @@ class ModelAgent(Agent):
         self.finalized: list[Any] = []
 
     async def new_session(self, cwd: str, mcp_servers: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        return {}
+        self.opened = getattr(self, "opened", 0) + 1
+        return {"sessionId": f"s{self.opened}"}  # deterministic: hypothesis replays must draw alike
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
         if mode_id == "boom":
@@ -118,7 +119,7 @@ class DispatchMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.closed and self.running)
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        sid = data.draw(st.sampled_from(sorted(self.running)))
+        sid = data.draw(st.sampled_from(list(self.running)))
         rid = self.running.pop(sid)
         self.agent.release.setdefault(rid, asyncio.Event()).set()
         assert self._response(rid)["result"] == {"stopReason": "end_turn"}
@@ -134,7 +135,7 @@ class DispatchMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.closed and self.requests)
     @rule(data=st.data())
     def cancel_request(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.requests, key=repr)))
+        rid = data.draw(st.sampled_from(sorted(self.requests)))
         self.h.notify("$/cancel_request", {"requestId": rid})
         sid = next((s for s, r in self.running.items() if r == rid), None)
         if sid is not None:
