@@ -5,6 +5,9 @@
 (bytes). Waiting is event-driven (``wait_for``), never timed: a predicate is
 re-checked after every write. The write transport can be stalled to test
 backpressure (R26).
+
+``AgentProcess`` (at the end) is the one exception: the driver for the few
+end-to-end tests that run a real agent subprocess over pipes.
 """
 
 from __future__ import annotations
