@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import MethodNotFound
+from .jsonrpc import encode_notification
 from .methods import CLIENT_METHODS
 from .pending import PendingRequest
 
@@ -32,6 +33,13 @@ def _text(text: str) -> dict[str, Any]:
 
 def _content(content: str | dict[str, Any]) -> dict[str, Any]:
     return _text(content) if isinstance(content, str) else content
+
+
+def _chunk(kind: str, content: str | dict[str, Any], message_id: str | None) -> dict[str, Any]:
+    update = {"sessionUpdate": kind, "content": {"type": "text", "text": content} if type(content) is str else content}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return update
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -72,37 +80,25 @@ class Client:
         params: dict[str, Any] = {"sessionId": session_id, "update": update}
         if field_meta is not None:
             params["_meta"] = field_meta
-        await self._conn.notify("session/update", params)
+        writer = self._conn.writer
+        writer.write(encode_notification("session/update", params))
+        if writer.must_wait:  # R26: wait for the pipe only when it is backed up
+            await writer.drain()
 
     async def agent_message_chunk(
         self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
     ) -> None:
-        await self.session_update(
-            session_id,
-            _drop_none(
-                {"sessionUpdate": "agent_message_chunk", "content": _content(content), "messageId": message_id}
-            ),
-        )
+        await self.session_update(session_id, _chunk("agent_message_chunk", content, message_id))
 
     async def agent_thought_chunk(
         self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
     ) -> None:
-        await self.session_update(
-            session_id,
-            _drop_none(
-                {"sessionUpdate": "agent_thought_chunk", "content": _content(content), "messageId": message_id}
-            ),
-        )
+        await self.session_update(session_id, _chunk("agent_thought_chunk", content, message_id))
 
     async def user_message_chunk(
         self, session_id: str, content: str | dict[str, Any], message_id: str | None = None
     ) -> None:
-        await self.session_update(
-            session_id,
-            _drop_none(
-                {"sessionUpdate": "user_message_chunk", "content": _content(content), "messageId": message_id}
-            ),
-        )
+        await self.session_update(session_id, _chunk("user_message_chunk", content, message_id))
 
     async def tool_call(
         self,

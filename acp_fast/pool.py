@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("acp_fast.pool")
 
 CANCELLED_PROMPT: dict[str, Any] = {"stopReason": "cancelled"}
+_UNSET: Any = object()
 
 
 class Job:
@@ -129,22 +130,21 @@ class BackgroundPool:
             task.cancel()  # cancelled before it ran a step (R10): stop at its first await
         try:
             value = await body(job)
+            outcome = CANCELLED_PROMPT if job.token.cancelled and job.is_prompt else result_of(job, value)
         except asyncio.CancelledError:
             if task is not None:
                 task.uncancel()
-            job.answer_cancelled()
+            self._release(job, "cancelled")
             return
         except Exception as exc:
             log.error("%s failed", job, exc_info=exc)
-            job.request.respond_error(exc)
+            self._release(job, "failed", error=exc)
             return
-        if job.token.cancelled and job.is_prompt:
-            job.answer_cancelled()
-        else:
-            job.request.respond(result_of(job, value))
-            job.request.flush()  # one answer per job: send it now, behind its updates (R05)
+        self._release(job, "done", result=outcome)
 
-    def _release(self, job: Job, how: str) -> None:
+    def _release(self, job: Job, how: str, result: Any = _UNSET, error: BaseException | None = None) -> None:
+        """Free the job's slots, then answer (if nothing has yet): in this order,
+        so a client that reacts to the answer at once finds the session free."""
         if job.released:
             return
         job.released = True
@@ -152,7 +152,13 @@ class BackgroundPool:
         if job.session is not None:
             job.session.end_turn(job)
         if not job.request.answered:
-            job.answer_cancelled()
+            if error is not None:
+                job.request.respond_error(error)
+            elif result is not _UNSET:
+                job.request.respond(result)
+            else:
+                job.answer_cancelled()
+            job.request.flush()  # one answer per job: send it now, behind its updates (R05)
         if self._on_done is not None:
             self._on_done(job, how)
 

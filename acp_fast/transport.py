@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .limits import Limits
+from .limits import READ_BUFFER_BYTES, Limits
 
 log = logging.getLogger("acp_fast.transport")
 
@@ -86,6 +86,11 @@ class Writer:
         t = self._transport
         return self._pending_bytes + (t.get_write_buffer_size() if t is not None else 0)
 
+    @property
+    def must_wait(self) -> bool:
+        """Whether a producer should ``await drain()`` now (checked inline on the hot path)."""
+        return (self._paused or self.buffered > self._high) and self.failed is None
+
     async def drain(self) -> None:
         """Wait while output is above the high-water mark (R26)."""
         while (self._paused or self.buffered > self._high) and self.failed is None:
@@ -115,7 +120,7 @@ class Writer:
         self._pending_bytes = 0
         try:
             self._transport.write(data)
-        except (BrokenPipeError, ConnectionResetError, RuntimeError) as exc:
+        except (OSError, RuntimeError) as exc:  # EPIPE, ECONNRESET, ENOSPC on a file, closed loop
             self.connection_lost(exc)
 
     async def close(self) -> None:
@@ -250,7 +255,7 @@ class _FileReadTransport(asyncio.ReadTransport):
         try:
             while not self._closing:
                 self._resume.wait()
-                data = os.read(self._fd, 256 * 1024)
+                data = os.read(self._fd, READ_BUFFER_BYTES)
                 if not data:
                     break
                 self._loop.call_soon_threadsafe(self._protocol.data_received, data)

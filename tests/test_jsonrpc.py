@@ -159,7 +159,7 @@ _envelopes = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=64) | _envelopes.map(lambda d: json.dumps(d).encode()))
 def test_r24_decode_of_any_bytes_yields_a_message_or_an_acp_error(data: bytes) -> None:
     try:
@@ -216,7 +216,7 @@ _ids = st.text(max_size=8) | st.integers(min_value=INT64_MIN, max_value=INT64_MA
 _params = st.none() | st.lists(_json, max_size=3) | st.dictionaries(st.text(max_size=6), _json, max_size=3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(rid=_ids, method=st.text(min_size=1, max_size=12), params=_params, result=_json)
 def test_r24_every_encoded_message_round_trips_through_decode(
     rid: str | int, method: str, params: Any, result: Any

@@ -164,3 +164,58 @@ def test_r08_background_limit_is_configurable_and_counts_extensions(run: Any) ->
         await close_and_check(h)
 
     run(body())
+
+
+def test_r07_r15_slots_are_free_by_the_time_the_answer_is_written(run: Any) -> None:
+    """A client that sends its next prompt the instant it reads an answer is never refused.
+
+    The test client reacts inside the write itself (the earliest moment the
+    answer exists outside the agent), after a completed turn and after a
+    cancelled one, with the background limit at 1 so the pool slot is checked
+    as well as the session's prompt slot.
+    """
+
+    async def body() -> None:
+        agent = ParkingAgent()
+        h = Harness(agent, Limits(max_background=1))
+        await h.initialize()
+        sid = (await open_sessions(h, 1))[0]
+        watch: dict[Any, str] = {}  # answer id -> text of the prompt to send on seeing it
+        sent: dict[Any, Any] = {}  # answer id -> id of the follow-up prompt
+        deliver = h.transport._on_data
+
+        def on_data(data: bytes) -> None:
+            deliver(data)
+            for msg in list(h.messages):
+                rid = msg.get("id")
+                if "method" not in msg and rid in watch and rid not in sent:
+                    sent[rid] = h.request("session/prompt", prompt_params(sid, watch[rid]))
+
+        def release_and_rearm() -> None:
+            old = agent.ev(agent.release, sid)
+            agent.release[sid] = asyncio.Event()  # the follow-up parks on a fresh event
+            agent.started[sid] = asyncio.Event()
+            old.set()
+
+        h.transport._on_data = on_data
+        watch[101] = "after-completed"
+        h.send(h.request_obj("session/prompt", prompt_params(sid, "first"), id=101))
+        await agent.ev(agent.started, sid).wait()
+        release_and_rearm()
+        assert (await h.response(101))["result"] == {"stopReason": "end_turn"}
+        second = sent[101]
+        # Either the follow-up runs (admitted) or it was answered (refused): fail fast on the latter.
+        await h.wait_for(lambda: agent.ev(agent.started, sid).is_set() or h.find_response(second))
+        assert h.find_response(second) is None, h.find_response(second)
+        assert agent.prompted[-1] == (sid, "after-completed")
+        watch[second] = "after-cancelled"
+        h.notify("session/cancel", {"sessionId": sid})
+        assert (await h.response(second))["result"] == {"stopReason": "cancelled"}
+        third = sent[second]
+        await h.wait_for(lambda: agent.prompted[-1:] == [(sid, "after-cancelled")] or h.find_response(third))
+        assert [m for m in h.messages if "error" in m] == []
+        agent.ev(agent.release, sid).set()
+        assert (await h.response(third))["result"] == {"stopReason": "end_turn"}
+        await close_and_check(h)
+
+    run(body())

@@ -39,6 +39,7 @@ class Sink:
         self.eofs: list[BaseException | None] = []
         self.eof = asyncio.Event()
         self.readers: list[ReadProtocol] = []
+        self.chunks_done = 0
         self._on_line = on_line
 
     def feed_line(self, line: bytes | memoryview) -> None:
@@ -56,6 +57,9 @@ class Sink:
     def feed_eof(self, exc: BaseException | None) -> None:
         self.eofs.append(exc)
         self.eof.set()
+
+    def feed_end(self) -> None:
+        self.chunks_done += 1
 
     def reader_attached(self, reader: ReadProtocol) -> None:
         self.readers.append(reader)
