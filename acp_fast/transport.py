@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import selectors
 import stat
 import sys
 import threading
@@ -169,8 +170,19 @@ def install_event_loop_policy() -> str:
     return "uvloop"
 
 
-def _is_regular_file(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
+def _pollable(fd: int, events: int) -> bool:
+    """Whether the loop can watch ``fd``: pipes, sockets and ttys yes; regular
+    files and /dev/null no (epoll refuses them, and libuv aborts on them)."""
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return False
+    sel = selectors.DefaultSelector()
+    try:
+        sel.register(fd, events)
+    except OSError:
+        return False
+    finally:
+        sel.close()
+    return True
 
 
 async def connect_stdio(
@@ -182,13 +194,13 @@ async def connect_stdio(
 ) -> asyncio.BaseTransport:
     """Wire stdin to ``read_protocol`` and stdout to ``writer``.
 
-    Pipes, sockets and ttys go through the loop's pipe transports. Regular
-    files (``agent < input.jsonl > out.jsonl``) cannot be polled, so they get
-    a thread reader and blocking writes; both still honour pause/resume.
+    Pipes, sockets and ttys go through the loop's pipe transports. What the
+    loop cannot poll (regular files, ``agent < in.jsonl > /dev/null``) gets a
+    thread reader and blocking writes; both still honour pause/resume.
     """
     # Dup the descriptors so closing the transports never closes fds 0/1 themselves.
     in_fd, out_fd = os.dup(stdin_fd), os.dup(stdout_fd)
-    if _is_regular_file(out_fd):
+    if not _pollable(out_fd, selectors.EVENT_WRITE):
         wt: asyncio.WriteTransport = _FileWriteTransport(out_fd)
     else:
         wt, _ = await loop.connect_write_pipe(
@@ -196,7 +208,7 @@ async def connect_stdio(
         )
     writer.attach(wt)
     rt: asyncio.BaseTransport
-    if _is_regular_file(in_fd):
+    if not _pollable(in_fd, selectors.EVENT_READ):
         rt = _FileReadTransport(loop, in_fd, read_protocol)
     else:
         rt, _ = await loop.connect_read_pipe(

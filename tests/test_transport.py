@@ -499,3 +499,49 @@ def test_r26_pause_requested_before_the_transport_exists_is_applied_on_connectio
     proto.close()
     proto.pause_reading()  # a closing transport is left alone
     assert transport.calls == ["pause", "resume", "close"]
+
+
+# The stdlib loop only: on uvloop a regression aborts the whole process (the
+# subprocess test below covers uvloop without taking pytest down with it).
+@pytest.mark.parametrize("loop_kind", ["asyncio"])
+def test_r26_connect_stdio_serves_dev_null_which_the_loop_cannot_poll(run: Any) -> None:
+    """``agent < /dev/null > /dev/null``: epoll refuses /dev/null and libuv aborts on it,
+    so it must take the unpolled path: EOF at once, writes accepted and discarded."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        in_fd = os.open(os.devnull, os.O_RDONLY)
+        out_fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            writer = Writer(loop, SMALL)
+            sink = Sink()
+            reader = ReadProtocol(sink, _framing_py.LineFramer(), 64 * 1024)
+            await connect_stdio(loop, reader, writer, stdin_fd=in_fd, stdout_fd=out_fd)
+            writer.write(b'{"jsonrpc":"2.0","method":"x"}\n')
+            await sink.eof.wait()
+            await writer.close()
+            reader.close()
+            assert sink.eofs == [None] and sink.lines == []
+            assert writer.failed is None
+        finally:
+            os.close(in_fd)
+            os.close(out_fd)
+
+    run(main())
+
+
+def test_r26_agent_process_runs_with_dev_null_for_stdin_and_stdout() -> None:
+    """The same end to end: the real agent exits 0 instead of aborting in libuv."""
+    import subprocess
+    import sys
+
+    with open(os.devnull, "rb") as devnull_in, open(os.devnull, "wb") as devnull_out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "acp_fast", "demo"],
+            stdin=devnull_in,
+            stdout=devnull_out,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
