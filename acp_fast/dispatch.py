@@ -243,32 +243,36 @@ class Connection:
             item = _BadLine(exc, exc.id)
         except AcpError as exc:  # ParseError
             item = _BadLine(exc, None)
-        if self._idle and not self._inbox:
-            if type(item) is Notification:
-                handler = self._sync_notifications.get(item.method)
-                if handler is not None:
-                    self._run_sync_notification(handler, item)
-                    return
-            if self.inline_dispatch:
-                self._run_inline(item)
+        if self._idle and not self._inbox and type(item) is Notification:
+            handler = self._sync_notifications.get(item.method)
+            if handler is not None:
+                self._run_sync_notification(handler, item)
                 return
         self._push(item)
 
-    def _run_inline(self, item: _Item) -> None:
-        """Dispatch ``item`` right here, in the read callback, as the dispatch task.
+    def feed_end(self) -> None:
+        """A read chunk is fully framed: dispatch it inline if the loop is parked, then flush."""
+        if self._idle:
+            if self._inbox and self.inline_dispatch:
+                self._run_inline()
+            if self._idle:  # nothing is left running: answers leave now, coalesced
+                self.writer.flush()
 
-        Only when the loop is parked and the inbox is empty, so order is
-        exactly what the loop would have done (R18, R19), just a loop turn
-        sooner: with 31 prompts streaming, that turn is most of a control
-        request's latency. The handler sees the dispatch task as its current
-        task (deadlock detection, ``asyncio.timeout`` work as usual). If it
-        suspends, the dispatch task resumes it and holds the loop until it
-        returns, while later lines wait in the inbox.
+    def _run_inline(self) -> None:
+        """Drain the inbox right here, in the read callback, as the dispatch task.
+
+        Only when the loop is parked, so the order is exactly what the loop
+        would have produced (R18, R19), a loop turn sooner: with 31 prompts
+        streaming, that turn is most of a control request's latency. Handlers
+        see the dispatch task as their current task (deadlock detection and
+        ``asyncio.timeout`` work as usual). If one suspends, the dispatch task
+        resumes the drain where it stopped and holds the loop until it is done;
+        later lines wait in the inbox meanwhile.
         """
         assert _enter_task is not None and _leave_task is not None and self._loop_task is not None
         loop, task = self.loop, self._loop_task
         outer = asyncio.current_task(loop)  # set when fed from inside a task (in-process use)
-        coro = self._dispatch_request(item) if type(item) is Request else self._dispatch(item)
+        coro = self._drain_inbox()
         self._idle = False
         if outer is not None:
             _leave_task(loop, outer)
@@ -284,11 +288,6 @@ class Connection:
                 _enter_task(loop, outer)
         self._handoff = (coro, value)
         self._wake()
-
-    def feed_end(self) -> None:
-        """A read chunk is fully framed: answers given inline leave now, coalesced."""
-        if self._idle:
-            self.writer.flush()
 
     def _run_sync_notification(self, handler: SyncNotificationHandler, note: Notification) -> None:
         try:
@@ -329,7 +328,8 @@ class Connection:
             self._reader_paused = True
             if self._reader is not None:
                 self._reader.pause_reading()
-        self._wake()
+        if not (self._idle and self.inline_dispatch):
+            self._wake()  # else feed_end, later in this same read callback, dispatches it
 
     def _wake(self) -> None:
         w = self._wakeup
@@ -354,7 +354,6 @@ class Connection:
 
     async def _dispatch_loop(self) -> None:
         inbox = self._inbox
-        resume_at = self.limits.max_inbox // 2
         while True:
             if not inbox:
                 if self._eof:
@@ -373,6 +372,13 @@ class Connection:
                     self._handoff = None
                     await _Resume(*handoff)
                 continue
+            await self._drain_inbox()
+
+    async def _drain_inbox(self) -> None:
+        """Dispatch queued items in order until none is left (R18)."""
+        inbox = self._inbox
+        resume_at = self.limits.max_inbox // 2
+        while inbox:
             item = inbox.popleft()
             if self._reader_paused and len(inbox) <= resume_at:
                 self._reader_paused = False
