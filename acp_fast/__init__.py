@@ -1,7 +1,7 @@
 """acp_fast: a fast, bounded agent-side server runtime for the Agent Client Protocol."""
 
 from ._version import __version__
-from .agent import Agent, Turn, current_turn
+from .agent import Agent, Turn, current_context, current_turn
 from .cancel import CancelToken
 from .client_api import CapabilityNotSupported, Client
 from .dispatch import Connection, IncomingRequest
@@ -51,6 +51,7 @@ __all__ = [
     "ServerError",
     "Turn",
     "__version__",
+    "current_context",
     "current_turn",
     "run_agent",
     "serve_stdio",

@@ -73,6 +73,23 @@ _current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
 )
 
 
+_current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
+    "acp_fast_context", default=None
+)
+
+
+def current_context() -> Context:
+    """The connection context as of the admission of the running background job (R02).
+
+    Set in every ``session/prompt`` and ``mcp/*`` task: later control requests
+    (``authenticate``, ``logout``) do not change what a running job sees.
+    """
+    context = _current_context.get()
+    if context is None:
+        raise RuntimeError("current_context() called outside a background job")
+    return context
+
+
 def current_turn() -> Turn:
     """The prompt turn the calling task belongs to."""
     turn = _current_turn.get()

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .agent import CAPABILITY_OF, Agent, Turn, _current_turn, implements
+from .agent import CAPABILITY_OF, Agent, Turn, _current_context, _current_turn, implements
 from .client_api import Client
 from .context import Context
 from .dispatch import Connection, IncomingRequest
@@ -210,7 +210,13 @@ class AgentServer:
         if not self.mcp.handles(spec.method):
             raise MethodNotFound(f"Method not found: {spec.method} (no MCP bridge is configured)")
         job = self.pool.admit(req)  # R17: mcp/* count against the background limit (R08)
-        self.pool.start(job, lambda _j: self.mcp.handle_request(spec.method, kwargs), lambda _j, v: v)
+        snapshot = self.context  # R02: the context as of admission
+
+        async def run_mcp(_job: Job) -> Any:
+            _current_context.set(snapshot)
+            return await self.mcp.handle_request(spec.method, kwargs)
+
+        self.pool.start(job, run_mcp, lambda _j, v: v)
 
     def _declared_acp_servers(self) -> list[str]:
         """serverIds the client declared with the ACP transport in its sessions (R17)."""
@@ -225,6 +231,7 @@ class AgentServer:
         assert job.session is not None
         session_id = job.session.id
         _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
+        _current_context.set(snapshot)
         outcome = "failed"
         try:
             value = await self.agent.prompt(**kwargs)

@@ -13,7 +13,7 @@ from typing import Any
 from helpers import Harness, close_and_check, prompt_params
 from schema_oracle import assert_schema_valid, record_sent
 
-from acp_fast.agent import Agent
+from acp_fast.agent import Agent, current_context
 from acp_fast.errors import InvalidParams, OtherError
 from acp_fast.limits import Limits
 from acp_fast.mcp_bridge import McpClientConnection, McpInbound, McpProvider
@@ -376,6 +376,49 @@ def test_r17_client_role_serves_requests_and_notifications_from_the_hosted_serve
         closed = await h.call("mcp/message", {"connectionId": "conn-9", "method": "ping"})
         assert closed["error"]["code"] == -32602  # closed connections are refused
         assert_schema_valid(h)
+        await close_and_check(h)
+
+    run(body())
+
+
+class SnapshotProvider(ToolsProvider):
+    """Records the R02 snapshot each message runs under, read after the gate opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.authenticated: list[bool] = []
+
+    async def message(self, handle: Any, method: str, params: Any, *, is_request: bool) -> Any:
+        result = await super().message(handle, method, params, is_request=is_request)
+        self.authenticated.append(current_context().authenticated)
+        return result
+
+
+class AuthProviderAgent(ProviderAgent):
+    def __init__(self) -> None:
+        self.mcp_provider = SnapshotProvider()
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+
+def test_r02_r17_mcp_request_sees_the_context_as_of_its_admission(run: Any) -> None:
+    async def body() -> None:
+        agent = AuthProviderAgent()
+        h = Harness(agent)
+        await h.initialize()
+        provider = agent.mcp_provider
+        cid = await _connect(h)
+        call = {"connectionId": cid, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}}}
+        first = h.request_obj("mcp/message", call)
+        auth = h.request_obj("authenticate", {"methodId": "login"})
+        # One chunk: authenticate changes the context after the MCP job was admitted
+        # but before its task ran a step; the job must still see the old context.
+        h.send(first, auth)
+        assert "result" in await h.response(auth["id"])
+        assert "result" in await h.response(first["id"])
+        assert "result" in await h.call("mcp/message", call)  # admitted after authenticate
+        assert provider.authenticated == [False, True]
         await close_and_check(h)
 
     run(body())
