@@ -73,12 +73,18 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--pace-ms", type=float, default=20.0, help="delay between streamed words")
     serve = sub.add_parser("serve", parents=[common], help="run your agent: package.module:AgentClass")
     serve.add_argument("target", help="import path of an acp_fast.Agent subclass, module:Class")
+    serve.add_argument(
+        "--unstable",
+        action="store_true",
+        help="for agents written on the official SDK: serve its unstable methods "
+        "(session/close, fork, resume), as its use_unstable_protocol=True does",
+    )
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
     sub.add_parser("bench", add_help=False, help="benchmark acp_fast vs the official SDK vs a floor (bench --help)")
     return parser
 
 
-def _load_agent(target: str) -> Agent:
+def _load_agent(target: str, unstable: bool = False) -> Agent:
     module_name, _, attr = target.partition(":")
     if not attr:
         raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
@@ -88,7 +94,7 @@ def _load_agent(target: str) -> Agent:
         return agent
     from .compat import wrap_sdk_agent  # an agent written on the official SDK
 
-    wrapped: Agent = wrap_sdk_agent(agent)
+    wrapped: Agent = wrap_sdk_agent(agent, use_unstable_protocol=unstable)
     return wrapped
 
 
@@ -112,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         agent: Agent = DemoAgent(pace_ms=args.pace_ms)
     else:
         sys.path.insert(0, "")
-        agent = _load_agent(args.target)
+        agent = _load_agent(args.target, unstable=args.unstable)
     from .server import run_agent
 
     run_agent(agent, limits, use_uvloop=not args.no_uvloop)

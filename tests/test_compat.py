@@ -10,6 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from acp import RequestError
 from acp.schema import (
     AgentCapabilities,
@@ -354,3 +355,32 @@ def test_compat_sdk_agent_decides_capabilities_server_only_removes_unimplemented
         await close_and_check(over)
 
     run(body())
+
+
+class UnstableSdkAgent:
+    """An SDK-style agent that defines one unstable method (served only with --unstable)."""
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> Any:
+        from acp.schema import NewSessionResponse
+
+        return NewSessionResponse(session_id="s-1")
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("unstable", [False, True], ids=["stable-only", "unstable"])
+def test_cli_serve_unstable_flag_serves_the_sdk_agents_unstable_methods(unstable: bool) -> None:
+    from tests.helpers import AgentProcess
+
+    args = ["serve", "tests.test_compat:UnstableSdkAgent", *(["--unstable"] if unstable else [])]
+    with AgentProcess(*args) as agent:
+        agent.initialize()
+        sid = agent.new_session()
+        answer = agent.call("session/close", {"sessionId": sid})
+        if unstable:
+            assert answer.get("result") == {}, answer
+        else:
+            assert answer["error"]["code"] == -32601, answer
+        agent.close_stdin()
+        assert agent.wait() == 0
