@@ -128,12 +128,17 @@ class Harness:
         limits: Limits | None = None,
         framer_cls: type | None = None,
     ) -> None:
+        self._wire(limits, framer_cls)
+        self.server = AgentServer(agent, self.conn)
+        self.agent = agent
+        self.task: asyncio.Task[None] = self.loop.create_task(self.conn.run(), name="harness.run")
+
+    def _wire(self, limits: Limits | None, framer_cls: type | None) -> None:
+        """A Connection with fake transports on both sides; nothing runs yet."""
         self.loop = asyncio.get_running_loop()
         self.limits = limits or Limits()
         self.writer = Writer(self.loop, self.limits)
         self.conn = Connection(self.loop, self.writer, self.limits)
-        self.server = AgentServer(agent, self.conn)
-        self.agent = agent
         cls = framer_cls or _framing_py.LineFramer
         self.reader = ReadProtocol(
             self.conn, cls(self.limits.max_line_bytes, self.limits.overlimit_head_bytes), 4096
@@ -146,7 +151,6 @@ class Harness:
         self.messages: list[dict[str, Any]] = []
         self._changed = asyncio.Event()
         self._next_id = 0
-        self.task: asyncio.Task[None] = self.loop.create_task(self.conn.run(), name="harness.run")
 
     def _on_output(self, data: bytes) -> None:
         self.raw += data
@@ -474,22 +478,7 @@ class ConnectionHarness(Harness):
     """
 
     def __init__(self, limits: Limits | None = None, framer_cls: type | None = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.limits = limits or Limits()
-        self.writer = Writer(self.loop, self.limits)
-        self.conn = Connection(self.loop, self.writer, self.limits)
-        cls = framer_cls or _framing_py.LineFramer
-        self.reader = ReadProtocol(
-            self.conn, cls(self.limits.max_line_bytes, self.limits.overlimit_head_bytes), 4096
-        )
-        self.read_transport = FakeReadTransport()
-        self.reader.connection_made(self.read_transport)
-        self.transport = FakeWriteTransport(self._on_output, self.writer)
-        self.writer.attach(self.transport)
-        self.raw = bytearray()
-        self.messages: list[dict[str, Any]] = []
-        self._changed = asyncio.Event()
-        self._next_id = 0
+        self._wire(limits, framer_cls)
         self.task = self.loop.create_task(self.conn.run(), name="connection-harness.run")
 
     def respond_to(self, request: dict[str, Any], result: Any) -> dict[str, Any]:
