@@ -27,19 +27,40 @@ class CapabilityNotSupported(MethodNotFound):
     """The client did not advertise the capability this call needs."""
 
 
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def _content(content: str | dict[str, Any]) -> dict[str, Any]:
-    return _text(content) if isinstance(content, str) else content
-
-
 def _chunk(kind: str, content: str | dict[str, Any], message_id: str | None) -> dict[str, Any]:
-    update = {"sessionUpdate": kind, "content": {"type": "text", "text": content} if type(content) is str else content}
+    """A message/thought chunk; a plain string is a text content block."""
+    block = {"type": "text", "text": content} if type(content) is str else content
+    update = {"sessionUpdate": kind, "content": block}
     if message_id is not None:
         update["messageId"] = message_id
     return update
+
+
+def _tool_update(
+    update_kind: str,
+    tool_call_id: str,
+    title: str | None,
+    kind: str | None,
+    status: str | None,
+    content: list[dict[str, Any]] | None,
+    locations: list[dict[str, Any]] | None,
+    raw_input: Any,
+    raw_output: Any,
+) -> dict[str, Any]:
+    """``tool_call`` and ``tool_call_update`` share their fields; omitted ones stay off the wire."""
+    return _drop_none(
+        {
+            "sessionUpdate": update_kind,
+            "toolCallId": tool_call_id,
+            "title": title,
+            "kind": kind,
+            "status": status,
+            "content": content,
+            "locations": locations,
+            "rawInput": raw_input,
+            "rawOutput": raw_output,
+        }
+    )
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -115,19 +136,7 @@ class Client:
     ) -> None:
         await self.session_update(
             session_id,
-            _drop_none(
-                {
-                    "sessionUpdate": "tool_call",
-                    "toolCallId": tool_call_id,
-                    "title": title,
-                    "kind": kind,
-                    "status": status,
-                    "content": content,
-                    "locations": locations,
-                    "rawInput": raw_input,
-                    "rawOutput": raw_output,
-                }
-            ),
+            _tool_update("tool_call", tool_call_id, title, kind, status, content, locations, raw_input, raw_output),
         )
 
     async def tool_call_update(
@@ -145,18 +154,8 @@ class Client:
     ) -> None:
         await self.session_update(
             session_id,
-            _drop_none(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": tool_call_id,
-                    "title": title,
-                    "kind": kind,
-                    "status": status,
-                    "content": content,
-                    "locations": locations,
-                    "rawInput": raw_input,
-                    "rawOutput": raw_output,
-                }
+            _tool_update(
+                "tool_call_update", tool_call_id, title, kind, status, content, locations, raw_input, raw_output
             ),
         )
 
