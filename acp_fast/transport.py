@@ -35,8 +35,10 @@ class Writer:
         self._high = limits.write_high_water
         self._low = limits.write_low_water
         self._transport: asyncio.WriteTransport | None = None
-        self._chunks: list[bytes] = []
-        self._pending_bytes = 0
+        # Messages are copied into one buffer as they come rather than kept as
+        # separate bytes objects: orjson's outputs, when hundreds stay alive
+        # until a join, cost ~10x more to allocate (measured 1.4 vs 0.14 us each).
+        self._buf = bytearray()
         self._flush_scheduled = False
         self._paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -62,8 +64,7 @@ class Writer:
             self._lost.set_result(None)
         if self.failed is None and not self._closed:
             self.failed = exc or ConnectionResetError("stdout closed")
-            self._chunks.clear()
-            self._pending_bytes = 0
+            self._buf = bytearray()
             self._wake_drainers()
             if self.on_failure is not None:
                 self.on_failure(self.failed)
@@ -73,9 +74,12 @@ class Writer:
         """Queue one encoded message; it leaves at the end of this loop turn."""
         if self.failed is not None or self._closed:
             return
-        self._chunks.append(data)
-        self._pending_bytes += len(data)
-        if self._pending_bytes >= self._high:
+        buf = self._buf
+        if not buf and len(data) >= self._high and self._transport is not None:
+            self._send(data)  # one big message: no copy, nothing queued ahead of it
+            return
+        buf += data
+        if len(buf) >= self._high:
             self._flush()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
@@ -85,7 +89,7 @@ class Writer:
     def buffered(self) -> int:
         """Bytes accepted but not yet handed to the OS."""
         t = self._transport
-        return self._pending_bytes + (t.get_write_buffer_size() if t is not None else 0)
+        return len(self._buf) + (t.get_write_buffer_size() if t is not None else 0)
 
     @property
     def must_wait(self) -> bool:
@@ -109,16 +113,18 @@ class Writer:
 
     def flush(self) -> None:
         """Hand everything queued to the transport now (latency-critical answers)."""
-        if self._chunks:
+        if self._buf:
             self._flush()
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if not self._chunks or self._transport is None or self.failed is not None:
+        if not self._buf or self._transport is None or self.failed is not None:
             return
-        data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
-        self._chunks.clear()
-        self._pending_bytes = 0
+        data, self._buf = self._buf, bytearray()  # handed over whole, never mutated again
+        self._send(data)
+
+    def _send(self, data: bytes | bytearray) -> None:
+        assert self._transport is not None
         try:
             self._transport.write(data)
         except (OSError, RuntimeError) as exc:  # EPIPE, ECONNRESET, ENOSPC on a file, closed loop
