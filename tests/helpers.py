@@ -289,6 +289,7 @@ class AgentProcess:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         read_stdout: bool = True,
+        python_args: bool = False,
     ) -> None:
         import os
         import queue
@@ -299,7 +300,7 @@ class AgentProcess:
 
         root = str(Path(__file__).resolve().parent.parent)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "acp_fast", *args],
+            [sys.executable, *(args if python_args else ("-m", "acp_fast", *args))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
