@@ -223,10 +223,3 @@ CLIENT_METHODS: Final[dict[str, tuple[str, ...] | None]] = {
     "mcp/disconnect": None,
 }
 
-
-def lane_of(method: str, background_extensions: frozenset[str] = frozenset()) -> Lane:
-    """The lane a method runs in; unknown and extension methods are control-lane."""
-    spec = AGENT_METHODS.get(method)
-    if spec is not None:
-        return spec.lane
-    return _B if method in background_extensions else _C

@@ -64,31 +64,20 @@ class Job:
         if task is not None and self.started and not task.done():
             task.cancel(reason)
 
-    def answer_cancelled(self) -> None:
-        if self.request.answered:
-            return  # aborted after the grace period: the pool has answered already (R14)
-        if self.is_prompt:
-            self.request.respond(CANCELLED_PROMPT)
-        else:
-            self.request.respond_error(RequestCancelled())
-        self.request.flush()
-
     def __repr__(self) -> str:
         return f"Job({self.request.method} id={self.request.id!r})"
 
 
 JobBody = Callable[[Job], Awaitable[Any]]
-OnDone = Callable[[Job, str], None]
 
 
 class BackgroundPool:
     """At most ``capacity`` background jobs per connection."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int, on_done: OnDone | None = None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int) -> None:
         self._loop = loop
         self.capacity = capacity
         self._jobs: dict[str | int, Job] = {}
-        self._on_done = on_done
 
     @property
     def in_flight(self) -> int:
@@ -121,7 +110,7 @@ class BackgroundPool:
         job.task = self._loop.create_task(
             self._run(job, body, result_of), name=f"acp.{method}:{label}:{job.request.id}"
         )
-        job.task.add_done_callback(lambda _t: self._release(job, "done"))
+        job.task.add_done_callback(lambda _t: self._release(job))
 
     async def _run(self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any]) -> None:
         job.started = True
@@ -134,17 +123,22 @@ class BackgroundPool:
         except asyncio.CancelledError:
             if task is not None:
                 task.uncancel()
-            self._release(job, "cancelled")
+            self._release(job)
             return
         except Exception as exc:
             log.error("%s failed", job, exc_info=exc)
-            self._release(job, "failed", error=exc)
+            self._release(job, error=exc)
             return
-        self._release(job, "done", result=outcome)
+        self._release(job, result=outcome)
 
-    def _release(self, job: Job, how: str, result: Any = _UNSET, error: BaseException | None = None) -> None:
+    def _release(self, job: Job, result: Any = _UNSET, error: BaseException | None = None) -> None:
         """Free the job's slots, then answer (if nothing has yet): in this order,
-        so a client that reacts to the answer at once finds the session free."""
+        so a client that reacts to the answer at once finds the session free.
+
+        Without a result or an error the job was cancelled (or aborted after the
+        grace period, or never started): a prompt answers ``cancelled``, any other
+        request -32800 (R12, R14).
+        """
         if job.released:
             return
         job.released = True
@@ -156,11 +150,11 @@ class BackgroundPool:
                 job.request.respond_error(error)
             elif result is not _UNSET:
                 job.request.respond(result)
+            elif job.is_prompt:
+                job.request.respond(CANCELLED_PROMPT)
             else:
-                job.answer_cancelled()
+                job.request.respond_error(RequestCancelled())
             job.request.flush()  # one answer per job: send it now, behind its updates (R05)
-        if self._on_done is not None:
-            self._on_done(job, how)
 
     async def shutdown(self, grace_s: float, abort_join_s: float) -> None:
         """Cancel every job, give them ``grace_s`` to finish, then abort the rest (R13, R14)."""
@@ -179,7 +173,7 @@ class BackgroundPool:
                 log.warning("%s ignored cancellation for %.1f s; aborting it", job, grace_s)
                 assert job.task is not None
                 job.task.cancel("abort")
-                self._release(job, "aborted")
+                self._release(job)
         _, stuck = await asyncio.wait(alive, timeout=abort_join_s)
         for task in stuck:
             log.error("task %s did not stop after abort; abandoning it", task.get_name())
