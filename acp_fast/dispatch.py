@@ -384,22 +384,16 @@ class Connection:
                 self._reader_paused = False
                 if self._reader is not None:
                     self._reader.resume_reading()
-            if type(item) is Request:  # the common case, without one more coroutine frame
-                await self._dispatch_request(item)
+            kind = type(item)
+            if kind is Request:
+                await self._dispatch_request(item)  # type: ignore[arg-type]
+            elif kind is Notification:
+                await self._dispatch_notification(item)  # type: ignore[arg-type]
+            elif kind is Response:
+                await self._route_response(item)  # type: ignore[arg-type]
             else:
-                await self._dispatch(item)
-
-    async def _dispatch(self, item: _Item) -> None:
-        kind = type(item)
-        if kind is Request:
-            await self._dispatch_request(item)  # type: ignore[arg-type]
-        elif kind is Notification:
-            await self._dispatch_notification(item)  # type: ignore[arg-type]
-        elif kind is Response:
-            await self._route_response(item)  # type: ignore[arg-type]
-        else:
-            bad: _BadLine = item  # type: ignore[assignment]
-            self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
+                bad: _BadLine = item  # type: ignore[assignment]
+                self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
 
     async def _dispatch_request(self, req: Request) -> None:
         if req.id in self._incoming:
