@@ -98,9 +98,9 @@ class Writer:
 
     async def drain(self) -> None:
         """Wait while output is above the high-water mark (R26)."""
-        while (self._paused or self.buffered > self._high) and self.failed is None:
+        while self.must_wait:
             self._flush()
-            if not self._paused and self.buffered <= self._high:
+            if not self.must_wait:
                 return
             if self._drain_waiter is None or self._drain_waiter.done():
                 self._drain_waiter = self._loop.create_future()
