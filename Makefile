@@ -17,4 +17,4 @@ lint:
 	mypy --strict acp_fast
 
 clean:
-	rm -rf build *.egg-info acp_fast/_framing.c acp_fast/*.so acp_fast/*.html
+	rm -rf build *.egg-info acp_fast/wire/_framing.c acp_fast/wire/*.so acp_fast/wire/*.html

@@ -1,4 +1,4 @@
-"""Build the one C extension (acp_fast._framing); everything else is pure Python.
+"""Build the one C extension (acp_fast.wire._framing); everything else is pure Python.
 
 ACP_FAST_DEBUG=1 builds with line tracing, annotation and -O0 -g;
 ACP_FAST_SANITIZE=1 adds ASan/UBSan. Without Cython or a compiler the
@@ -39,8 +39,8 @@ if SANITIZE:
 setup(
     ext_modules=[
         Extension(
-            "acp_fast._framing",
-            ["acp_fast/_framing.pyx"],
+            "acp_fast.wire._framing",
+            ["acp_fast/wire/_framing.pyx"],
             extra_compile_args=cflags,
             extra_link_args=ldflags,
         )

@@ -1,11 +1,14 @@
 """acp_fast: a fast, bounded agent-side server runtime for the Agent Client Protocol."""
 
 from ._version import __version__
-from .agent import Agent, Turn, current_context, current_turn
-from .cancel import CancelToken
-from .client_api import CapabilityNotSupported, Client
-from .dispatch import Connection, IncomingRequest
-from .errors import (
+from .agent.base import Agent, Turn, current_context, current_turn
+from .agent.cancel import CancelToken
+from .agent.client_handle import CapabilityNotSupported, Client
+from .agent.serve import run_agent, serve_stdio
+from .agent.server import AgentServer
+from .peer.connection import Connection, IncomingRequest
+from .peer.pending import PendingRequest
+from .wire.errors import (
     AcpError,
     AuthRequired,
     ConnectionClosed,
@@ -21,9 +24,7 @@ from .errors import (
     ServerBusy,
     ServerError,
 )
-from .limits import Limits
-from .pending import PendingRequest
-from .server import AgentServer, run_agent, serve_stdio
+from .wire.limits import Limits
 
 __all__ = [
     "AcpError",

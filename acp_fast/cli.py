@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from .agent import Agent
-from .limits import Limits
+from .agent.base import Agent
+from .wire.limits import Limits
 
 _HELP = {
     "max_line_bytes": "longest accepted input line in bytes (R25)",
@@ -101,7 +101,7 @@ def _load_agent(target: str, unstable: bool = False) -> Agent:
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
-        from .bench import main as bench_main
+        from .bench.driver import main as bench_main
 
         raise SystemExit(bench_main(argv[1:]))
     args = _parser().parse_args(argv)
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         sys.path.insert(0, "")
         agent = _load_agent(args.target, unstable=args.unstable)
-    from .server import run_agent
+    from .agent.serve import run_agent
 
     run_agent(agent, limits, use_uvloop=not args.no_uvloop)
 

@@ -41,12 +41,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("acp_fast.compat needs the official SDK: pip install 'acp-fast[compat]'") from exc
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .agent import Agent
-from .client_api import Client
-from .errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, from_error_obj
-from .limits import Limits
+from .agent.base import Agent
+from .agent.client_handle import Client
+from .wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, from_error_obj
+from .wire.limits import Limits
 
-log = logging.getLogger("acp_fast.compat")
+log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 Kwargs = dict[str, Any]
@@ -265,7 +265,7 @@ async def run_agent(
     """
     from dataclasses import replace
 
-    from .server import serve_stdio
+    from .agent.serve import serve_stdio
 
     if input_stream is not None or output_stream is not None:
         raise TypeError("acp_fast.compat.run_agent serves stdin/stdout only; pass no streams")

@@ -20,10 +20,10 @@ import asyncio
 import time
 from typing import Any, ClassVar
 
-from .agent import Agent, current_turn
-from .client_api import CapabilityNotSupported
-from .errors import InvalidParams, MethodNotFound
-from .mcp_bridge import McpProvider
+from .agent.base import Agent, current_turn
+from .agent.client_handle import CapabilityNotSupported
+from .agent.mcp_bridge import McpProvider
+from .wire.errors import InvalidParams, MethodNotFound
 
 MODES = [
     {"id": "ask", "name": "Ask", "description": "Answer without touching files"},

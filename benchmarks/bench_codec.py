@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from acp import schema
 
-from acp_fast import jsonrpc
+from acp_fast.wire import jsonrpc
 
 SET_MODE = {
     "jsonrpc": "2.0",

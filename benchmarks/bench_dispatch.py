@@ -29,13 +29,13 @@ import pytest
 import uvloop
 from sdk_demo_agent import SdkDemoAgent
 
+from acp_fast.agent.server import AgentServer
 from acp_fast.demo import DemoAgent
-from acp_fast.dispatch import Connection
-from acp_fast.framing import LineFramer
-from acp_fast.limits import Limits
-from acp_fast.protocol import ReadProtocol
-from acp_fast.server import AgentServer
-from acp_fast.transport import Writer
+from acp_fast.peer.connection import Connection
+from acp_fast.peer.reader import ReadProtocol
+from acp_fast.peer.writer import Writer
+from acp_fast.wire.framing import LineFramer
+from acp_fast.wire.limits import Limits
 
 CONTROLS_PER_ROUND = 64
 PROMPTS_PER_ROUND = 32

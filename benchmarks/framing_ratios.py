@@ -19,10 +19,10 @@ import sys
 import timeit
 from collections.abc import Callable, Sequence
 
-from acp_fast import _framing_py
+from acp_fast.wire import _framing_py
 
 try:
-    from acp_fast import _framing as _framing_c
+    from acp_fast.wire import _framing as _framing_c
 except ImportError:
     _framing_c = None  # type: ignore[assignment]
 

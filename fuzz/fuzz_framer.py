@@ -20,12 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from acp_fast import _framing_py
-from acp_fast._frames import Oversized, Truncated
-from acp_fast.limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
+from acp_fast.wire import _framing_py
+from acp_fast.wire.frames import Oversized, Truncated
+from acp_fast.wire.limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
 
 try:
-    from acp_fast import _framing as _framing_c
+    from acp_fast.wire import _framing as _framing_c
 except ImportError:  # fuzz the Python framer alone
     _framing_c = None  # type: ignore[assignment]
 

@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from acp_fast import _framing_py
+from acp_fast.wire import _framing_py
 
 try:
-    from acp_fast import _framing as _framing_c
+    from acp_fast.wire import _framing as _framing_c
 except ImportError:  # pragma: no cover - the CI build always has it
     _framing_c = None  # type: ignore[assignment]
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import orjson
 
-from acp_fast import _framing_py
-from acp_fast.agent import Agent
-from acp_fast.dispatch import Connection
-from acp_fast.limits import Limits
-from acp_fast.protocol import ReadProtocol
-from acp_fast.server import AgentServer
-from acp_fast.transport import Writer
+from acp_fast.agent.base import Agent
+from acp_fast.agent.server import AgentServer
+from acp_fast.peer.connection import Connection
+from acp_fast.peer.reader import ReadProtocol
+from acp_fast.peer.writer import Writer
+from acp_fast.wire import _framing_py
+from acp_fast.wire.limits import Limits
 
 
 class FakeWriteTransport(asyncio.WriteTransport):

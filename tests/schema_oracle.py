@@ -34,7 +34,7 @@ import orjson
 from acp import schema as S
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from acp_fast.dispatch import Connection
+from acp_fast.peer.connection import Connection
 
 Validator = Callable[[Any], None]
 

@@ -13,9 +13,9 @@ import pytest
 from helpers import Harness, close_and_check, prompt_params
 from schema_oracle import assert_schema_valid, record_sent
 
-from acp_fast.agent import Agent, current_turn
-from acp_fast.client_api import CapabilityNotSupported
-from acp_fast.methods import AGENT_METHODS
+from acp_fast.agent.base import Agent, current_turn
+from acp_fast.agent.client_handle import CapabilityNotSupported
+from acp_fast.agent.methods import AGENT_METHODS
 
 CWD = "/tmp"
 

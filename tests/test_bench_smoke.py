@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.bench import BENCH_DIR
+from acp_fast.bench.driver import BENCH_DIR
 
 SCENARIOS = [
     "handshake",

@@ -48,7 +48,7 @@ def _calls(sample: SampleAgent, name: str) -> list[dict[str, Any]]:
 
 
 def test_compat_importing_acp_fast_does_not_import_the_sdk() -> None:
-    code = "import sys, acp_fast, acp_fast.server, acp_fast.cli; sys.exit(1 if 'acp' in sys.modules else 0)"
+    code = "import sys, acp_fast, acp_fast.agent.server, acp_fast.cli; sys.exit(1 if 'acp' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 

@@ -15,7 +15,7 @@ import pytest
 from schema_oracle import Transcript
 
 from acp_fast.client import ClientHandler, ClientSession, spawn_agent
-from acp_fast.errors import AcpError
+from acp_fast.wire.errors import AcpError
 
 pytestmark = pytest.mark.slow
 

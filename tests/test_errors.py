@@ -13,8 +13,8 @@ import orjson
 import pytest
 from acp.exceptions import RequestError
 
-from acp_fast import errors, jsonrpc
-from acp_fast.errors import (
+from acp_fast.wire import errors, jsonrpc
+from acp_fast.wire.errors import (
     AcpError,
     AuthRequired,
     ConnectionClosed,

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from acp_fast.agent import Agent, current_turn
+from acp_fast.agent.base import Agent, current_turn
 from tests.helpers import AgentProcess
 
 pytestmark = pytest.mark.slow

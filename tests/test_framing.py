@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_fast import framing
-from acp_fast._frames import Oversized, Truncated
-from acp_fast.limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
+from acp_fast.wire import framing
+from acp_fast.wire.frames import Oversized, Truncated
+from acp_fast.wire.limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
 
 VECTORS_PATH = Path(__file__).parent / "vectors" / "framing.jsonl"
 Normal = bytes | Oversized
@@ -284,7 +284,7 @@ def _implementation(no_extensions: bool) -> str:
     env = {k: v for k, v in os.environ.items() if k != "ACP_FAST_NO_EXTENSIONS"}
     if no_extensions:
         env["ACP_FAST_NO_EXTENSIONS"] = "1"
-    code = "import acp_fast.framing as f; print(f.IMPLEMENTATION, f.LineFramer.__module__)"
+    code = "import acp_fast.wire.framing as f; print(f.IMPLEMENTATION, f.LineFramer.__module__)"
     done = subprocess.run(
         [sys.executable, "-c", code],
         env=env,
@@ -297,10 +297,10 @@ def _implementation(no_extensions: bool) -> str:
 
 
 def test_r25_no_extensions_env_selects_the_python_framer() -> None:
-    assert _implementation(no_extensions=True) == "python acp_fast._framing_py"
+    assert _implementation(no_extensions=True) == "python acp_fast.wire._framing_py"
 
 
 @pytest.mark.c_extension
 def test_r25_compiled_framer_is_selected_by_default() -> None:
-    assert _implementation(no_extensions=False) == "c acp_fast._framing"
+    assert _implementation(no_extensions=False) == "c acp_fast.wire._framing"
     assert framing.IMPLEMENTATION in ("c", "python")

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fast import _framing_py
-from acp_fast._frames import Oversized
+from acp_fast.wire import _framing_py
+from acp_fast.wire.frames import Oversized
 
 try:
-    from acp_fast import _framing as _framing_c
+    from acp_fast.wire import _framing as _framing_c
 except ImportError:  # pragma: no cover - the CI build always has it
     _framing_c = None  # type: ignore[assignment]
 

@@ -28,9 +28,9 @@ DRIVER = """
 import importlib.util, sys
 import atheris
 with atheris.instrument_imports(include=["acp_fast"]):
-    import acp_fast._frames, acp_fast._framing_py
+    import acp_fast.wire.frames, acp_fast.wire._framing_py
 if sys.argv.pop(1) == "plant-bug":  # frames of one feed come out reversed
-    cls = acp_fast._framing_py.LineFramer
+    cls = acp_fast.wire._framing_py.LineFramer
     feed = cls.feed
     cls.feed = lambda self, data: feed(self, data)[::-1]
 spec = importlib.util.spec_from_file_location("fuzz_framer", "fuzz/fuzz_framer.py")
@@ -64,5 +64,5 @@ def test_r25_atheris_driver_reports_a_planted_framer_bug(tmp_path: Path) -> None
     result = _fuzz(tmp_path, "plant-bug", 2_000)
     report = result.stdout + result.stderr  # atheris prints the Python traceback on stdout
     assert result.returncode != 0, report[-4000:]
-    assert "AssertionError: acp_fast._framing_py" in report, report[-4000:]
+    assert "AssertionError: acp_fast.wire._framing_py" in report, report[-4000:]
     assert list(tmp_path.glob("crash-*")), "libFuzzer saved no crash input"

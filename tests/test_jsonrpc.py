@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fast import jsonrpc
-from acp_fast._frames import Oversized
-from acp_fast.errors import AcpError, InvalidParams, InvalidRequest, ParseError
-from acp_fast.jsonrpc import InvalidMessage, Notification, Request, Response
+from acp_fast.wire import jsonrpc
+from acp_fast.wire.errors import AcpError, InvalidParams, InvalidRequest, ParseError
+from acp_fast.wire.frames import Oversized
+from acp_fast.wire.jsonrpc import InvalidMessage, Notification, Request, Response
 
 VECTORS_PATH = Path(__file__).parent / "vectors" / "jsonrpc.jsonl"
 KINDS = {"request", "notification", "result", "error_response", "invalid"}

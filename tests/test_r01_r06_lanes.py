@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from acp_fast.agent import Agent, Turn, current_turn
+from acp_fast.agent.base import Agent, Turn, current_turn
 from tests.helpers import Harness, close_and_check, prompt_params
 
 

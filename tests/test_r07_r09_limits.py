@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from acp_fast.agent import Agent
-from acp_fast.limits import MAX_BACKGROUND, Limits
+from acp_fast.agent.base import Agent
+from acp_fast.wire.limits import MAX_BACKGROUND, Limits
 from tests.helpers import Harness, close_and_check, prompt_params
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from acp_fast.agent import Agent, current_turn
-from acp_fast.cancel import CancelToken
+from acp_fast.agent.base import Agent, current_turn
+from acp_fast.agent.cancel import CancelToken
 from tests.helpers import Harness, close_and_check, prompt_params
 
 

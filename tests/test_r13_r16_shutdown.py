@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from acp_fast.agent import Agent
-from acp_fast.dispatch import State
-from acp_fast.limits import Limits
+from acp_fast.agent.base import Agent
+from acp_fast.peer.connection import State
+from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, close_and_check, prompt_params
 
 

@@ -13,10 +13,10 @@ from typing import Any
 from helpers import Harness, close_and_check, prompt_params
 from schema_oracle import assert_schema_valid, record_sent
 
-from acp_fast.agent import Agent, current_context
-from acp_fast.errors import InvalidParams, OtherError
-from acp_fast.limits import Limits
-from acp_fast.mcp_bridge import McpClientConnection, McpInbound, McpProvider
+from acp_fast.agent.base import Agent, current_context
+from acp_fast.agent.mcp_bridge import McpClientConnection, McpInbound, McpProvider
+from acp_fast.wire.errors import InvalidParams, OtherError
+from acp_fast.wire.limits import Limits
 
 CWD = "/tmp"
 

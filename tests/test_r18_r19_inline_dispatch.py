@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from acp_fast.dispatch import IncomingRequest
-from acp_fast.errors import DeadlockError
+from acp_fast.peer.connection import IncomingRequest
+from acp_fast.wire.errors import DeadlockError
 from tests.helpers import ConnectionHarness, close_and_check
 
 

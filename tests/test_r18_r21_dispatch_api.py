@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from acp_fast.agent import Agent
-from acp_fast.dispatch import IncomingRequest
-from acp_fast.errors import AcpError, ConnectionClosed, DeadlockError
-from acp_fast.jsonrpc import Notification
-from acp_fast.limits import Limits
-from acp_fast.pending import PendingRequest
+from acp_fast.agent.base import Agent
+from acp_fast.peer.connection import IncomingRequest
+from acp_fast.peer.pending import PendingRequest
+from acp_fast.wire.errors import AcpError, ConnectionClosed, DeadlockError
+from acp_fast.wire.jsonrpc import Notification
+from acp_fast.wire.limits import Limits
 from tests.helpers import ConnectionHarness, Harness, close_and_check
 
 

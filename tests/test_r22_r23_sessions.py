@@ -13,16 +13,16 @@ import pytest
 from helpers import FakeReadTransport, FakeWriteTransport, Harness, close_and_check
 from schema_oracle import assert_schema_valid, record_sent
 
-from acp_fast import _framing_py
-from acp_fast.agent import Agent
+from acp_fast.agent.base import Agent
 from acp_fast.client import ClientHandler, ClientSession, ClientSideConnection, connect_in_memory
 from acp_fast.demo import DemoAgent
-from acp_fast.dispatch import Connection
-from acp_fast.errors import DeadlockError
-from acp_fast.jsonrpc import Notification
-from acp_fast.limits import Limits
-from acp_fast.protocol import ReadProtocol
-from acp_fast.transport import Writer
+from acp_fast.peer.connection import Connection
+from acp_fast.peer.reader import ReadProtocol
+from acp_fast.peer.writer import Writer
+from acp_fast.wire import _framing_py
+from acp_fast.wire.errors import DeadlockError
+from acp_fast.wire.jsonrpc import Notification
+from acp_fast.wire.limits import Limits
 
 CWD = "/tmp"
 

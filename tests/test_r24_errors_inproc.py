@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from acp_fast.agent import Agent
+from acp_fast.agent.base import Agent
 from tests.helpers import Harness, close_and_check, prompt_params
 
 

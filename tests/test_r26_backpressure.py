@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from acp_fast.agent import Agent
-from acp_fast.limits import KiB, Limits
+from acp_fast.agent.base import Agent
+from acp_fast.wire.limits import KiB, Limits
 from tests.helpers import Harness, close_and_check, prompt_params
 
 UPDATES = 300

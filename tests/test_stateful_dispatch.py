@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from acp_fast.agent import Agent, current_turn
-from acp_fast.limits import Limits
+from acp_fast.agent.base import Agent, current_turn
+from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, prompt_params
 
 T = TypeVar("T")

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from acp_fast import _framing_py
-from acp_fast._frames import Oversized, Truncated
-from acp_fast.limits import Limits
-from acp_fast.protocol import ReadProtocol
-from acp_fast.transport import Writer, _WriteProtocol, connect_stdio
+from acp_fast.peer.reader import ReadProtocol
+from acp_fast.peer.writer import WriteProtocol, Writer
+from acp_fast.transports.stdio import connect_stdio
+from acp_fast.wire import _framing_py
+from acp_fast.wire.frames import Oversized, Truncated
+from acp_fast.wire.limits import Limits
 
 PAGE = 4096
 SMALL = Limits(write_high_water=16 * 1024, write_low_water=4 * 1024)
@@ -118,7 +119,7 @@ def _pipe(small: bool = True) -> tuple[int, int]:
 async def _writer_on(w: int, limits: Limits = SMALL) -> Writer:
     loop = asyncio.get_running_loop()
     writer = Writer(loop, limits)
-    transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(writer), os.fdopen(w, "wb", buffering=0))
+    transport, _ = await loop.connect_write_pipe(lambda: WriteProtocol(writer), os.fdopen(w, "wb", buffering=0))
     writer.attach(transport)
     return writer
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol, cast
 
-from ._frames import Oversized, Truncated
-from .framing import LineFramer
+from ..wire.frames import Oversized, Truncated
+from ..wire.framing import LineFramer
 
 
 class LineSink(Protocol):

@@ -36,20 +36,22 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .agent import Agent
-from .dispatch import Connection, IncomingRequest
-from .errors import AcpError, DeadlockError, InvalidParams, MethodNotFound, RequestCancelled
-from .framing import LineFramer
-from .jsonrpc import Notification
-from .limits import Limits
-from .methods import PROTOCOL_VERSION
-from .protocol import ReadProtocol
-from .transport import Writer, connect_stdio
+from ..agent.base import Agent
+from ..agent.methods import PROTOCOL_VERSION
+from ..peer.connection import Connection, IncomingRequest
+from ..peer.memory import link
+from ..peer.reader import ReadProtocol
+from ..peer.writer import Writer
+from ..transports.stdio import connect_stdio
+from ..wire.errors import AcpError, DeadlockError, InvalidParams, MethodNotFound, RequestCancelled
+from ..wire.framing import new_framer
+from ..wire.jsonrpc import Notification
+from ..wire.limits import Limits
 
 if TYPE_CHECKING:
-    from .server import AgentServer
+    from ..agent.server import AgentServer
 
-log = logging.getLogger("acp_fast.client")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Params = dict[str, Any]
@@ -430,98 +432,6 @@ class ClientSideConnection:
 # -- ready-made connections --------------------------------------------------------------
 
 
-class _MemoryPipe(asyncio.WriteTransport):
-    """One direction of an in-memory connection: a Writer on one end, a ReadProtocol on the other."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, writer: Writer) -> None:
-        super().__init__()
-        self._loop = loop
-        self._writer = writer
-        self._reader: ReadProtocol | None = None
-        self._queue: deque[bytes] = deque()
-        self._size = 0
-        self._high = 64 * 1024
-        self._low = 16 * 1024
-        self._paused_writer = False
-        self.reading = True
-        self._closing = False
-        self._eof_sent = False
-        self.read_end = _MemoryReadEnd(self)
-
-    def connect(self, reader: ReadProtocol) -> None:
-        self._reader = reader
-        reader.connection_made(self.read_end)
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._closing:
-            return
-        self._queue.append(bytes(data))
-        self._size += len(data)
-        if self._size > self._high and not self._paused_writer:
-            self._paused_writer = True
-            self._writer.pause_writing()
-        self._loop.call_soon(self._deliver)
-
-    def _deliver(self) -> None:
-        reader = self._reader
-        while reader is not None and self.reading and self._queue:
-            data = self._queue.popleft()
-            self._size -= len(data)
-            reader.data_received(data)
-        if self._paused_writer and self._size <= self._low:
-            self._paused_writer = False
-            self._writer.resume_writing()
-        if self._closing and not self._queue and not self._eof_sent:
-            self._eof_sent = True
-            if reader is not None:
-                reader.eof_received()
-            self._writer.connection_lost(None)
-
-    def get_write_buffer_size(self) -> int:
-        return self._size
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if high is not None:
-            self._high = high
-        if low is not None:
-            self._low = low
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        if not self._closing:
-            self._closing = True
-            self._loop.call_soon(self._deliver)
-
-
-class _MemoryReadEnd(asyncio.ReadTransport):
-    def __init__(self, pipe: _MemoryPipe) -> None:
-        super().__init__()
-        self._pipe = pipe
-        self._closed = False
-
-    def pause_reading(self) -> None:
-        self._pipe.reading = False
-
-    def resume_reading(self) -> None:
-        self._pipe.reading = True
-        self._pipe._loop.call_soon(self._pipe._deliver)
-
-    def is_reading(self) -> bool:
-        return self._pipe.reading
-
-    def is_closing(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        self._closed = True
-
-
-def _framer(limits: Limits) -> LineFramer:
-    return LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes)
-
-
 class InMemoryPair:
     """An agent and a client in one loop, joined by in-memory pipes."""
 
@@ -540,7 +450,7 @@ def connect_in_memory(
     agent: Agent, handler: ClientHandler | None = None, limits: Limits | None = None
 ) -> InMemoryPair:
     """Serve ``agent`` on an in-memory connection and return the client side, running."""
-    from .server import AgentServer
+    from ..agent.server import AgentServer
 
     loop = asyncio.get_running_loop()
     limits = limits or Limits()
@@ -549,11 +459,8 @@ def connect_in_memory(
     c_conn = Connection(loop, c_writer, limits, name="acp.client")
     server = AgentServer(agent, a_conn)
     client = ClientSideConnection(c_conn, handler)
-    to_agent, to_client = _MemoryPipe(loop, c_writer), _MemoryPipe(loop, a_writer)
-    c_writer.attach(to_agent)
-    a_writer.attach(to_client)
-    to_agent.connect(ReadProtocol(a_conn, _framer(limits), limits.read_buffer_bytes))
-    to_client.connect(ReadProtocol(c_conn, _framer(limits), limits.read_buffer_bytes))
+    link(loop, c_writer, ReadProtocol(a_conn, new_framer(limits), limits.read_buffer_bytes))
+    link(loop, a_writer, ReadProtocol(c_conn, new_framer(limits), limits.read_buffer_bytes))
     server_task = loop.create_task(a_conn.run(), name="acp.agent.run")
     client.run()
     return InMemoryPair(client, server, server_task)
@@ -595,23 +502,10 @@ async def spawn_agent(
         writer = Writer(loop, limits)
         conn = Connection(loop, writer, limits, name="acp.client")
         client = ClientSideConnection(conn, handler)
-        reader = ReadProtocol(conn, _framer(limits), limits.read_buffer_bytes)
+        reader = ReadProtocol(conn, new_framer(limits), limits.read_buffer_bytes)
         await connect_stdio(loop, reader, writer, stdin_fd=from_agent_r, stdout_fd=to_agent_w)
     finally:
         os.close(from_agent_r)  # connect_stdio works on duplicates
         os.close(to_agent_w)
     client.run()
     return AgentProcess(client, process)
-
-
-__all__ = [
-    "AgentProcess",
-    "ClientHandler",
-    "ClientSession",
-    "ClientSideConnection",
-    "InMemoryPair",
-    "PromptResult",
-    "SessionBuilder",
-    "connect_in_memory",
-    "spawn_agent",
-]

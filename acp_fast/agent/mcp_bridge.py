@@ -40,14 +40,14 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import jsonrpc
-from .errors import AcpError, InvalidParams, MethodNotFound, ServerBusy
+from ..wire import jsonrpc
+from ..wire.errors import AcpError, InvalidParams, MethodNotFound, ServerBusy
 
 if TYPE_CHECKING:
-    from .dispatch import Connection
-    from .pending import PendingRequest
+    from ..peer.connection import Connection
+    from ..peer.pending import PendingRequest
 
-log = logging.getLogger("acp_fast.mcp")
+log = logging.getLogger(__name__)
 
 Handle = Any
 

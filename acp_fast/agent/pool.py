@@ -16,16 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..peer.connection import IncomingRequest
+from ..wire.errors import RequestCancelled, ServerBusy
 from .cancel import CancelToken
-from .errors import RequestCancelled, ServerBusy
+from .sessions import Session
 
-if TYPE_CHECKING:
-    from .dispatch import IncomingRequest
-    from .sessions import Session
-
-log = logging.getLogger("acp_fast.pool")
+log = logging.getLogger(__name__)
 
 CANCELLED_PROMPT: dict[str, Any] = {"stopReason": "cancelled"}
 _UNSET: Any = object()

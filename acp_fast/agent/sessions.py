@@ -12,13 +12,16 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..wire.errors import InvalidParams, PromptInProgress, ServerBusy
 from .cancel import CancelToken
-from .errors import InvalidParams, PromptInProgress, ServerBusy
 
-if TYPE_CHECKING:
-    from .pool import Job
+
+class RunningTurn(Protocol):
+    """What a session holds of its running prompt (the pool's Job)."""
+
+    def cancel(self, reason: str = "cancelled") -> None: ...
 
 
 class SlotState(enum.Enum):
@@ -51,10 +54,10 @@ class Session:
         self.data: dict[str, Any] = {}
         self.slot = SlotState.IDLE
         self.token = CancelToken()  # the token the *next* turn will use (R10, R11)
-        self.turn: Job | None = None
+        self.turn: RunningTurn | None = None
         self.last_active = time.monotonic()
 
-    def begin_turn(self, job: Job) -> CancelToken:
+    def begin_turn(self, job: RunningTurn) -> CancelToken:
         """Reserve the prompt slot and this turn's token, before the task exists."""
         if self.slot is SlotState.RUNNING:
             raise PromptInProgress(
@@ -66,7 +69,7 @@ class Session:
         self.last_active = time.monotonic()
         return self.token
 
-    def end_turn(self, job: Job) -> None:
+    def end_turn(self, job: RunningTurn) -> None:
         if self.turn is job:
             self.slot = SlotState.IDLE
             self.turn = None

@@ -34,7 +34,7 @@ from __future__ import annotations
 import operator
 from typing import TypeAlias
 
-from ._frames import Oversized, Truncated
+from .frames import Oversized, Truncated
 from .limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
 
 _NL = b"\n"

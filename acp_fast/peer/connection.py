@@ -34,14 +34,12 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from asyncio import tasks as _tasks
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from . import jsonrpc
-from ._frames import Oversized, Truncated
-from .errors import (
+from ..wire import jsonrpc
+from ..wire.errors import (
     AcpError,
     ConnectionClosed,
     InvalidRequest,
@@ -50,13 +48,15 @@ from .errors import (
     ServerBusy,
     from_exception,
 )
-from .jsonrpc import JsonId, Notification, Request, Response
-from .limits import Limits
+from ..wire.frames import Oversized, Truncated
+from ..wire.jsonrpc import JsonId, Notification, Request, Response
+from ..wire.limits import Limits
+from . import inline
 from .pending import PendingRequest
-from .protocol import ReadProtocol
-from .transport import Writer
+from .reader import ReadProtocol
+from .writer import Writer
 
-log = logging.getLogger("acp_fast.dispatch")
+log = logging.getLogger(__name__)
 
 
 class State(enum.Enum):
@@ -130,48 +130,6 @@ class _BadLine:
 
 _Item = Request | Notification | Response | _BadLine
 
-# asyncio's own bookkeeping of the running task (stable since 3.7; 3.12 adds
-# eager tasks, which would replace this). Without it, nothing runs inline.
-_enter_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None] | None = getattr(
-    _tasks, "_enter_task", None
-)
-_leave_task: Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None] | None = getattr(
-    _tasks, "_leave_task", None
-)
-
-
-class _Resume:
-    """Finish, on the dispatch task, a handler that suspended while it ran inline.
-
-    The handler's coroutine already yielded ``first`` (a future, or None for a
-    bare yield); the task takes it from here exactly as if it had been
-    awaiting the coroutine all along: results are sent in, exceptions (task
-    cancellation included) are thrown in.
-    """
-
-    __slots__ = ("coro", "first")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], first: Any) -> None:
-        self.coro = coro
-        self.first = first
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coro, value = self.coro, self.first
-        while True:
-            try:
-                sent = yield value
-            except BaseException as exc:
-                try:
-                    value = coro.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration:
-                    return
-
-
 class Connection:
     """A JSON-RPC peer over one line transport, agent or client side alike."""
 
@@ -192,7 +150,7 @@ class Connection:
         self._sync_notifications: dict[str, SyncNotificationHandler] = {}
         self._idle = False  # the dispatch loop is parked, waiting for input
         self._handoff: tuple[Coroutine[Any, Any, None], Any] | None = None
-        self.inline_dispatch = _enter_task is not None
+        self.inline_dispatch = inline.AVAILABLE
         self._shutdown_hooks: list[ShutdownHook] = []
         self._inbox: deque[_Item] = deque()
         self._wakeup: asyncio.Future[None] | None = None
@@ -262,30 +220,17 @@ class Connection:
         """Drain the inbox right here, in the read callback, as the dispatch task.
 
         Only when the loop is parked, so the order is exactly what the loop
-        would have produced (R18, R19), a loop turn sooner: with 31 prompts
-        streaming, that turn is most of a control request's latency. Handlers
-        see the dispatch task as their current task (deadlock detection and
-        ``asyncio.timeout`` work as usual). If one suspends, the dispatch task
-        resumes the drain where it stopped and holds the loop until it is done;
-        later lines wait in the inbox meanwhile.
+        would have produced (R18, R19), a loop turn sooner (see inline.py). If
+        a handler suspends, the dispatch task resumes the drain where it
+        stopped; later lines wait in the inbox meanwhile.
         """
-        assert _enter_task is not None and _leave_task is not None and self._loop_task is not None
-        loop, task = self.loop, self._loop_task
-        outer = asyncio.current_task(loop)  # set when fed from inside a task (in-process use)
+        assert self._loop_task is not None
         coro = self._drain_inbox()
         self._idle = False
-        if outer is not None:
-            _leave_task(loop, outer)
-        _enter_task(loop, task)
-        try:
-            value = coro.send(None)
-        except StopIteration:
+        finished, value = inline.first_step(self.loop, self._loop_task, coro)
+        if finished:
             self._idle = True
             return
-        finally:
-            _leave_task(loop, task)
-            if outer is not None:
-                _enter_task(loop, outer)
         self._handoff = (coro, value)
         self._wake()
 
@@ -370,7 +315,7 @@ class Connection:
                 handoff = self._handoff
                 if handoff is not None:
                     self._handoff = None
-                    await _Resume(*handoff)
+                    await inline.Resume(*handoff)
                 continue
             await self._drain_inbox()
 

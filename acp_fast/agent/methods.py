@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import InvalidParams
+from ..wire.errors import InvalidParams
 
 PROTOCOL_VERSION: Final = 1
 SUPPORTED_PROTOCOL_VERSIONS: Final = frozenset({1})

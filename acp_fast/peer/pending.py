@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .errors import AcpError, DeadlockError, from_error_obj
-
-if TYPE_CHECKING:
-    from .dispatch import Connection
+from ..wire.errors import AcpError, DeadlockError, from_error_obj
 
 ResultCallback = Callable[[Any, AcpError | None], Coroutine[Any, Any, None]]
+
+
+class Owner(Protocol):
+    """What a PendingRequest needs of the connection that sent it (the Connection)."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def in_dispatch_loop(self) -> bool: ...
+    def current_handler_name(self) -> str: ...
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]: ...
 
 
 class PendingRequest:
@@ -30,7 +37,7 @@ class PendingRequest:
 
     __slots__ = ("_callback", "_conn", "_future", "id", "method")
 
-    def __init__(self, conn: Connection, id: int, method: str) -> None:
+    def __init__(self, conn: Owner, id: int, method: str) -> None:
         self._conn = conn
         self.id = id
         self.method = method

@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ._frames import Oversized, Truncated
+from .frames import Oversized, Truncated
+from .limits import Limits
 
 if TYPE_CHECKING:
     from ._framing_py import LineFramer as LineFramer
@@ -40,4 +41,10 @@ else:
 
 Frame = bytes | memoryview | Oversized
 
-__all__ = ["IMPLEMENTATION", "Frame", "LineFramer", "Oversized", "Truncated"]
+
+def new_framer(limits: Limits) -> LineFramer:
+    """A framer of the live implementation, configured from ``limits``."""
+    return LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes)
+
+
+__all__ = ["IMPLEMENTATION", "Frame", "LineFramer", "Oversized", "Truncated", "new_framer"]

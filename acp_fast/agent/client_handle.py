@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import MethodNotFound
-from .jsonrpc import encode_notification
+from ..peer.pending import PendingRequest
+from ..wire.errors import MethodNotFound
+from ..wire.jsonrpc import encode_notification
 from .methods import CLIENT_METHODS
-from .pending import PendingRequest
 
 if TYPE_CHECKING:
+    from ..peer.connection import Connection
     from .context import Context
-    from .dispatch import Connection
     from .mcp_bridge import McpBridge, McpClientConnection, McpInbound
 
 

@@ -20,11 +20,11 @@ import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .errors import MethodNotFound
+from ..wire.errors import MethodNotFound
 
 if TYPE_CHECKING:
     from .cancel import CancelToken
-    from .client_api import Client
+    from .client_handle import Client
     from .context import Context
     from .mcp_bridge import McpProvider
     from .sessions import Session

@@ -1,4 +1,4 @@
-"""Compiled newline framer; same API, lines and events as acp_fast._framing_py (the spec).
+"""Compiled newline framer; same API, lines and events as acp_fast.wire._framing_py (the spec).
 
 The hot path is memchr over the new bytes only (the carry never holds a
 b"\\n"), plus one memoryview per line. The chunk's memoryview is made once
@@ -12,7 +12,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromObject, PyMemoryView_GET_BUFFER
 from libc.string cimport memchr, memcpy
 
-from ._frames import Oversized, Truncated
+from .frames import Oversized, Truncated
 from .limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
 
 

@@ -1,4 +1,4 @@
-"""Types of the compiled framer; behaviour is specified by ``acp_fast._framing_py``."""
+"""Types of the compiled framer; behaviour is specified by ``acp_fast.wire._framing_py``."""
 
 from typing import TypeAlias
 

@@ -1,0 +1,1 @@
+"""``acp-fast bench``: the end-to-end benchmark, its floor agent and its SDK peer agent."""

@@ -1,0 +1,87 @@
+"""The inline fast path: dispatch from the read callback, as the dispatch task (R18, R19).
+
+When the dispatch loop is parked on an empty inbox, the lines of a read chunk
+are dispatched inside the read callback instead of waking the loop task: with
+31 prompts streaming, the skipped loop turn is most of a control request's
+latency. To keep every guarantee of the loop, the drain runs *as* the dispatch
+task: asyncio's running-task bookkeeping is switched to it for the step, so
+``current_task()``, deadlock detection and ``asyncio.timeout`` see exactly
+what they would on the loop.
+
+A handler that suspends mid-drain hands its coroutine over: the dispatch task
+wakes, awaits ``Resume`` and so finishes the drain as if it had been awaiting
+it from the start.
+
+This uses asyncio's private ``_enter_task``/``_leave_task`` (stable since
+3.7). Where they are missing, ``AVAILABLE`` is false and every message takes
+the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import tasks as _tasks
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any
+
+_TaskHook = Callable[[asyncio.AbstractEventLoop, asyncio.Task[Any]], None]
+_enter_task: _TaskHook | None = getattr(_tasks, "_enter_task", None)
+_leave_task: _TaskHook | None = getattr(_tasks, "_leave_task", None)
+
+#: Whether this interpreter lets the read callback act as the dispatch task.
+AVAILABLE = _enter_task is not None and _leave_task is not None
+
+
+def first_step(
+    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], coro: Coroutine[Any, Any, None]
+) -> tuple[bool, Any]:
+    """Run ``coro`` up to its first suspension as ``task``; (finished, what it yielded).
+
+    The caller may itself be inside a task (in-process use feeds lines from
+    one): that task is stepped out for the duration and back in after.
+    """
+    assert _enter_task is not None and _leave_task is not None
+    outer = asyncio.current_task(loop)
+    if outer is not None:
+        _leave_task(loop, outer)
+    _enter_task(loop, task)
+    try:
+        return False, coro.send(None)
+    except StopIteration:
+        return True, None
+    finally:
+        _leave_task(loop, task)
+        if outer is not None:
+            _enter_task(loop, outer)
+
+
+class Resume:
+    """Finish, on the dispatch task, a drain that suspended while it ran inline.
+
+    The coroutine already yielded ``first`` (a future, or None for a bare
+    yield); the task takes it from there exactly as if it had been awaiting
+    the coroutine all along: results are sent in, exceptions (task
+    cancellation included) are thrown in.
+    """
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, value = self.coro, self.first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:
+                try:
+                    value = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration:
+                    return

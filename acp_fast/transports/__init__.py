@@ -1,0 +1,1 @@
+"""Byte transports a peer runs over: stdio now; the event-loop choice every transport shares."""

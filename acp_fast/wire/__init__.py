@@ -1,0 +1,1 @@
+"""Bytes and messages, no asyncio: the framer and its twin, frame events, the JSON-RPC codec, errors, limits."""
