@@ -2,7 +2,7 @@
 
 from typing import TypeAlias
 
-from ._frames import Oversized, Truncated
+from .frames import Oversized, Truncated
 
 Frame: TypeAlias = bytes | memoryview | Oversized
 
