@@ -13,6 +13,7 @@ bench:
 	python -m pytest benchmarks --benchmark-only -q
 
 lint:
+	lint-imports
 	ruff check acp_fast tests benchmarks fuzz
 	mypy --strict acp_fast
 
