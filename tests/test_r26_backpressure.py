@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from acp_fast.agent.base import Agent
 from acp_fast.wire.limits import KiB, Limits
 from tests.helpers import ConnectionHarness, Harness, close_and_check, prompt_params
+
+pytestmark = pytest.mark.usefixtures("read_path")
 
 UPDATES = 300
 PAD = "x" * 200
