@@ -66,6 +66,13 @@ def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     return path
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Name the test order's seed even under ``-q`` (which hides pytest-randomly's header line)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and config.pluginmanager.hasplugin("randomly"):
+        terminalreporter.write_line(f"tests ran in random order; --randomly-seed={seed} repeats it")
+
+
 Runner = Callable[[Coroutine[Any, Any, T]], T]
 
 
