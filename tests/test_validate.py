@@ -100,3 +100,68 @@ def test_valid_output_raises_no_violation(
 
     run(main())
     assert not [r for r in caplog.records if "schema violation" in r.getMessage()]
+
+
+@pytest.fixture(scope="module")
+def checker() -> validate.OutgoingValidator:
+    return validate.OutgoingValidator()
+
+
+def _update(update: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": update}}
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (_update({"sessionUpdate": "agent_message_chunk"}), "$.params.update: 'content' is a required property"),
+        (
+            _update({"sessionUpdate": "agent_message_chunk", "content": {"type": "txt", "text": "x"}}),
+            "$.params.update.content.type: 'txt' is not one of",
+        ),
+        (
+            _update({"sessionUpdate": "tool_call_update", "toolCallId": "t", "status": "done"}),
+            "$.params.update.status: 'done' is not one of",
+        ),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": "s",
+                    "toolCall": {"toolCallId": "t"},
+                    "options": [{"optionId": "a", "name": "A", "kind": "maybe"}],
+                },
+            },
+            "$.params.options[0].kind: 'maybe' is not one of",
+        ),
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": "x", "message": "m"}}, "$.error.code: 'x' is not of type"),
+        ({"jsonrpc": "2.0", "method": "session/prompt", "params": {}}, "$.method: 'session/prompt' is no agent"),
+        ({"jsonrpc": "2.0", "id": 2.5, "result": {}}, "$.id: a response id is"),
+        ({"id": 3, "result": {}}, "$: not a JSON-RPC 2.0 message object"),
+    ],
+    ids=[
+        "missing-field",
+        "content-type",
+        "tool-status",
+        "permission-kind",
+        "error-code",
+        "wrong-direction",
+        "float-id",
+        "no-jsonrpc",
+    ],
+)
+def test_checker_reports_the_json_path(checker: validate.OutgoingValidator, message: Any, expected: str) -> None:
+    found = checker.check(message)
+    assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_checker_picks_the_result_schema_by_the_method_the_client_called(checker: validate.OutgoingValidator) -> None:
+    checker.note_incoming(b'{"jsonrpc":"2.0","id":"n1","method":"session/new","params":{"cwd":"/","mcpServers":[]}}')
+    checker.note_incoming(b'{"jsonrpc":"2.0","id":"m1","method":"session/set_mode","params":{}}')
+    assert checker.check({"jsonrpc": "2.0", "id": "m1", "result": {}}) == []
+    found = checker.check({"jsonrpc": "2.0", "id": "n1", "result": {"session": "s"}})
+    assert found and found[0].startswith("$.result: 'sessionId' is a required property"), found
+    # each id is forgotten once answered: a second answer is checked by its envelope only
+    assert checker.check({"jsonrpc": "2.0", "id": "n1", "result": {"session": "s"}}) == []

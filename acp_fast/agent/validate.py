@@ -226,12 +226,14 @@ def _replace_discriminated_unions(node: Any) -> None:
 
 
 def _check_discriminator(validator: Any, discriminator: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """Check a tagged union by its tag: an unknown tag is reported on the tag itself."""
     from jsonschema.exceptions import ValidationError
 
     mapping = discriminator.get("mapping")
-    if not mapping or not validator.is_type(instance, "object"):
-        if not validator.is_type(instance, "object"):
-            yield ValidationError(f"{instance!r} is not an object")
+    if not mapping:
+        return  # no mapping: the oneOf was kept and does the checking
+    if not validator.is_type(instance, "object"):
+        yield ValidationError(f"{instance!r} is not of type 'object'")
         return
     tag_name = discriminator["propertyName"]
     if tag_name not in instance:
