@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -136,9 +137,7 @@ def _load_agent(target: str, unstable: bool = False) -> Agent:
     if isinstance(obj, Agent):
         return obj
     # An SDK agent: a class or instance with its methods, or a factory function ``conn -> agent``.
-    factory = callable(obj) and not isinstance(obj, type) and not _is_sdk_agent(obj)
-    looks_like_sdk = _is_sdk_agent(obj) or (factory and hasattr(obj, "__code__"))
-    if not looks_like_sdk:
+    if not (_is_sdk_agent(obj) or inspect.isfunction(obj)):
         _fail(
             f"{target} is not an acp_fast Agent or an SDK agent (it is {type(obj).__name__} {obj!r:.80}); "
             "name a subclass of acp_fast.Agent, or a class defining the official SDK's agent methods"
