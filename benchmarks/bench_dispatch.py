@@ -7,7 +7,7 @@ ReadProtocol -> Connection -> AgentServer -> Writer chain with a fake
 read/write transport, and the SDK's AgentSideConnection over an
 ``asyncio.StreamReader`` fed directly and a ``StreamWriter`` whose transport
 collects the bytes. Both serve the same demo logic (acp_fast.demo.DemoAgent,
-benchmarks/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
+acp_fast/bench/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
 one chunk (as one pipe read would deliver them) and runs the loop until
 every answer has been written; ``extra_info`` gives the per-message median
 and ``correct`` says whether every answer was the expected one.
@@ -27,9 +27,9 @@ from typing import Any
 import orjson
 import pytest
 import uvloop
-from sdk_demo_agent import SdkDemoAgent
 
 from acp_fast.agent.server import AgentServer
+from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
 from acp_fast.peer.reader import ReadProtocol
