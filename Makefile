@@ -1,4 +1,4 @@
-.PHONY: compile debug test bench lint clean
+.PHONY: compile debug test bench bench-baseline lint clean
 
 compile:
 	python -m pip install -q -e ".[test]"
@@ -9,8 +9,16 @@ debug:
 test:
 	python -m pytest -q
 
+# Micro benchmarks (pytest-benchmark), compared with the saved baseline; speed is shown, never asserted.
+BENCH_FILES := $(wildcard benchmarks/bench_*.py)
+BENCH_BASELINE := benchmarks/baseline.json
+BENCH_SHOW := --benchmark-group-by=group --benchmark-sort=name --benchmark-columns=median,iqr,rounds
+
 bench:
-	python -m pytest benchmarks --benchmark-only -q
+	python -m pytest $(BENCH_FILES) --benchmark-only -q $(BENCH_SHOW) --benchmark-compare=$(BENCH_BASELINE)
+
+bench-baseline:
+	python -m pytest $(BENCH_FILES) --benchmark-only -q $(BENCH_SHOW) --benchmark-json=$(BENCH_BASELINE)
 
 lint:
 	ruff check acp_fast tests benchmarks fuzz

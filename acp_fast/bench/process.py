@@ -28,6 +28,8 @@ _NL = orjson.OPT_APPEND_NEWLINE
 
 #: Bytes the driver reads from an agent's stdout in one go.
 READ_BUFFER_BYTES = 1024 * 1024
+#: Longest stdout line the driver buffers; a longer one fails the target (no unbounded buffer).
+MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Bytes of an agent's stderr kept to explain a failure.
 STDERR_TAIL_BYTES = 8 * 1024
 #: Seconds any single wait may take by default before it counts as a hang (``--timeout``).
@@ -176,6 +178,10 @@ class AgentProcess:
             data = self._tail + data
         lines = data.split(b"\n")
         self._tail = lines.pop()
+        if len(self._tail) > MAX_LINE_BYTES:
+            self._tail = b""
+            self._fail_all(f"{self.target.name} wrote a line longer than {MAX_LINE_BYTES} bytes")
+            return
         watch = self._watch
         p = self._pipeline
         fast = p is not None and p.results is None
@@ -198,6 +204,9 @@ class AgentProcess:
                     self._fail_all(f"{self.target.name} wrote a line that is not JSON: {line[:200]!r}")
                     return
                 if isinstance(msg, dict):
+                    if watch is not None and "id" not in msg and watch in line:
+                        watch = None  # a notification whose params hold a key named "id"
+                        self._hit_watch()
                     self._on_message(msg, now)
                 else:
                     self._fail_all(f"{self.target.name} wrote a JSON line that is not an object: {line[:200]!r}")
