@@ -61,6 +61,22 @@ def test_partial_agents_get_unsupported_rows_and_the_run_completes(tmp_path: Pat
     assert "[MET ] no row where acp_fast is behind the sdk" not in proc.stdout
 
 
+@pytest.mark.slow
+def test_a_scenario_that_stops_being_answered_is_failed_and_the_run_still_reports(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    argv = ["--targets", "", "--agent", f"{sys.executable} {PARTIAL} tires", "--label", "tires",
+            "--probe-timeout", "2", "--timeout", "2", *TINY, "--json", str(out), "--no-plot"]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "bench", *argv], capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    failed = results["requests_per_s"]["tires"]
+    assert failed["correct"] is False and "no answer" in failed["error"]
+    assert _measured(results["handshake"]["tires"])
+    assert "FAILED" in proc.stdout and "[MISS] every answer was correct" in proc.stdout
+
+
 def test_goals_that_need_a_missing_target_are_not_applicable() -> None:
     row = {"p50_us": 10.0, "p99_us": 20.0, "max_us": 30.0, "per_s": 1000.0, "correct": True}
     results = {s: {"acp_fast": dict(row), "floor": dict(row)} for s in NEEDS if s != "handshake"}

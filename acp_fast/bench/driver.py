@@ -63,8 +63,22 @@ class _AgentAction(argparse.Action):
         namespace.agents = agents
 
 
+_AGENT_PROTOCOL = """\
+what an --agent must answer on stdio (each probe step waits at most --probe-timeout s):
+  initialize, then session/new {cwd, mcpServers} -> sessionId          needed by every scenario
+  session/set_mode to a mode from the session/new result, else _echo   the cheap request
+  session/prompt with the text "stream N DELAY_MS"                     N session/update, then end_turn
+  session/cancel during such a prompt                                  stopReason "cancelled"
+a piece it lacks makes the scenarios that need it "unsupported"; the run goes on."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="acp-fast bench", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="acp-fast bench",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        epilog=_AGENT_PROTOCOL,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--quick", action="store_true", help="small counts (well under a minute)")
     p.add_argument("--json", type=Path, default=Path("bench-results/latest.json"), help="results file")
     p.add_argument("--plot", type=Path, default=None, help="latency CDF PNG (default: next to --json)")
@@ -78,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         "--agent",
         action=_AgentAction,
         metavar="CMD",
-        help="also benchmark this ACP agent command (repeatable; see benchmarks/README.md for what it must answer)",
+        help="also benchmark this ACP agent command (repeatable; what it must answer: below)",
     )
     p.add_argument("--label", action=_AgentAction, metavar="NAME", help="column name of the --agent before it")
     p.add_argument("--sdk-uvloop", action="store_true", help="run the SDK agent on uvloop instead of asyncio")
