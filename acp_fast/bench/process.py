@@ -226,7 +226,8 @@ class AgentProcess:
             self.updates += 1
             if "id" in msg:  # the agent asked us something: the bench client has no capabilities
                 err = {"code": -32601, "message": "the bench client implements no methods"}
-                self.write(orjson.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": err}, option=_NL))
+                with contextlib.suppress(BenchError):  # its stdin is gone: nobody to answer
+                    self.write(orjson.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": err}, option=_NL))
             return
         rid = msg.get("id")
         p = self._pipeline
@@ -267,6 +268,7 @@ class AgentProcess:
         for fut in futs:
             if fut is not None and not fut.done():
                 fut.set_exception(err)
+                fut.exception()  # a waiter still gets it; a future nobody awaits any more must not log it
 
     def stderr_tail(self) -> str:
         return self._stderr.decode("utf-8", "replace")[-2000:]
@@ -286,11 +288,11 @@ class AgentProcess:
     def start_request(self, method: str, params: Any) -> tuple[int, asyncio.Future[Response]]:
         """Write a request now; the future gives (arrival ns, response)."""
         rid = self._new_id()
-        fut: asyncio.Future[Response] = self.loop.create_future()
-        self._pending[rid] = fut
         line = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, option=_NL)
+        fut: asyncio.Future[Response] = self.loop.create_future()
         sent = _NOW()
         self.write(line)
+        self._pending[rid] = fut
         return sent, fut
 
     async def request(self, method: str, params: Any, within: float | None = None) -> tuple[int, dict[str, Any]]:
