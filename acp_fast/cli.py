@@ -99,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
         "(session/close, fork, resume), as its use_unstable_protocol=True does",
     )
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
-    sub.add_parser("bench", add_help=False, help="benchmark acp_fast vs the official SDK vs a floor (bench --help)")
+    sub.add_parser(
+        "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
+    )
     return parser
 
 
