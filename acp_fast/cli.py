@@ -33,6 +33,7 @@ _HELP = {
     "write_low_water": "stdout bytes below which producers resume",
     "shutdown_grace_s": "seconds background work gets after EOF before it is aborted (R14)",
     "abort_join_s": "seconds to wait for aborted tasks before abandoning them",
+    "flush_timeout_s": "seconds the last flush of stdout may take at exit; the rest is dropped (R14)",
     "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
 }
 

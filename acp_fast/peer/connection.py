@@ -443,7 +443,10 @@ class Connection:
         self.state = new
 
     def _writer_failed(self, exc: BaseException | None) -> None:
-        log.warning("write side failed (%r); shutting down", exc)
+        if self.writer.peer_gone:  # the client closed its end: a disconnect, not a fault
+            log.debug("stdout closed by the peer (%r); shutting down", exc)
+        else:
+            log.warning("write side failed (%r); shutting down", exc)
         if self._reader is not None:
             self._reader.close()
         self._inbox.clear()
@@ -455,7 +458,16 @@ class Connection:
             p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
 
     async def _shutdown(self) -> None:
+        """Cancel, grace, abort, join, then a bounded flush (R13, R14).
+
+        Spawned tasks share the hooks' deadline rather than getting a grace of
+        their own after them, so the whole sequence takes at most grace +
+        abort join + flush timeout.
+        """
         self._set_state(State.DRAINING)
+        limits = self.limits
+        grace_end = self.loop.time() + limits.shutdown_grace_s
+        join_end = grace_end + limits.abort_join_s
         # Nothing more will be read: no response can arrive for what we asked.
         self._fail_pending()
         for hook in self._shutdown_hooks:
@@ -465,11 +477,11 @@ class Connection:
                 log.exception("shutdown hook %s failed", _name_of(hook))
         self._fail_pending()
         if self._spawned:
-            _, alive = await asyncio.wait(set(self._spawned), timeout=self.limits.shutdown_grace_s)
+            _, alive = await asyncio.wait(set(self._spawned), timeout=_left(self.loop, grace_end))
             for task in alive:
                 task.cancel()
             if alive:
-                await asyncio.wait(alive, timeout=self.limits.abort_join_s)
+                await asyncio.wait(alive, timeout=_left(self.loop, join_end))
         for incoming in list(self._incoming.values()):
             incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
         await self.writer.close()
@@ -484,6 +496,11 @@ class Connection:
             "pending": len(self._pending),
             "spawned": len(self._spawned),
         }
+
+
+def _left(loop: asyncio.AbstractEventLoop, deadline: float) -> float:
+    """Seconds until ``deadline``; 0 once past (a wait of 0 still lets a cancelled task unwind one step)."""
+    return max(0.0, deadline - loop.time())
 
 
 def _name_of(fn: object) -> str:
