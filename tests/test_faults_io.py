@@ -11,6 +11,7 @@ here asserts on how long anything took.
 from __future__ import annotations
 
 import signal
+import threading
 
 import pytest
 
@@ -68,3 +69,28 @@ def test_r13_a_clean_disconnect_is_not_logged_as_a_failure() -> None:
         assert agent.wait() == 0
         err = agent.stderr
         assert " WARNING " not in err and " ERROR " not in err, err[-3000:]
+
+
+def test_r26_a_client_that_sends_without_reading_cannot_grow_the_agent() -> None:
+    n, MiB = 200_000, 1024  # KiB per MiB, as /proc reports KiB
+    probe = b'{"jsonrpc":"2.0","id":"probe","method":"initialize","params":{"protocolVersion":1}}\n'
+    with AgentProcess("demo", "--log-level", "debug", read_stdout=False) as agent:
+        agent.wait_stderr("event loop:")  # started: the baseline
+        base = agent.status("VmRSS")
+        # Shortest malformed lines: the most answers per input byte. Sent from a thread, since
+        # the agent stops reading them, so this write blocks until the client reads.
+        flood = threading.Thread(target=agent.send_raw, args=(b"x\n" * n + probe,), daemon=True)
+        flood.start()
+        agent.wait_stderr("stdout is backed up")  # the agent holds its input for our reading
+        agent.start_reading()
+        for _ in range(n):
+            msg = agent.next()
+            assert msg["id"] is None and msg["error"]["code"] == -32700, msg
+        assert agent.next()["id"] == "probe"  # every answer arrived, in order
+        flood.join(agent.HANG_S)
+        peak = agent.status("VmHWM")
+        agent.close_stdin()
+        assert agent.wait() == 0
+        # 400 KB of input once grew the agent by over 70 MiB of buffered answers; now it is
+        # held to the write high-water mark, one read chunk and the inbox.
+        assert peak - base < 32 * MiB, (base, peak)

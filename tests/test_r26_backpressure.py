@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
+
 from acp_fast.agent.base import Agent
 from acp_fast.wire.limits import KiB, Limits
 from tests.helpers import Harness, close_and_check, prompt_params
@@ -62,19 +64,53 @@ def test_r26_stalled_reader_bounds_transport_bytes_and_loses_no_update(
         await blocked.wait()
         produced = agent.produced
         assert 0 < produced < UPDATES
-        # The loop still turns (a control request is handled) while the producer stays put.
-        h.request("session/set_mode", {"sessionId": sid, "modeId": "m"})
-        await agent.mode_set.wait()
+        # Answers are output too: a control request waits in the inbox, not in the pipe.
+        mid = h.request("session/set_mode", {"sessionId": sid, "modeId": "m"})
+        assert h.conn.counts["inbox"] == 1 and not agent.mode_set.is_set()
         assert agent.produced == produced
         assert len(h.raw) == delivered  # nothing reached the client while stalled
 
         h.transport.unstall()
+        assert "result" in await h.response(mid)
         done = await h.response(pid)
         assert done["result"] == {"stopReason": "end_turn"}, done
         texts = [u["update"]["content"]["text"] for u in h.updates(sid)]
         assert texts == [f"{i:05d}:{PAD}" for i in range(UPDATES)]  # all of them, in order
         largest = max(len(line) + 1 for line in bytes(h.raw).split(b"\n") if line)
         assert h.transport.max_held <= high + largest, (h.transport.max_held, high, largest)
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r26_answers_are_backpressure_too_and_reading_stops_mid_chunk(run: Any, framer_cls: type) -> None:
+    high, inbox = 1 * KiB, 8
+    n = 200
+
+    async def body() -> None:
+        limits = Limits(write_high_water=high, write_low_water=high // 4, max_inbox=inbox)
+        h = Harness(FirehoseAgent(), limits=limits, framer_cls=framer_cls)
+        await h.initialize()
+        h.transport.stall()
+        # One read chunk of malformed lines and a probe: every line wants an answer.
+        probe = h.request_obj("session/list")  # unsupported by this agent: -32601, an answer all the same
+        h.send_raw(b"x\n" * n + orjson.dumps(probe) + b"\n")
+        # Past the high-water mark nothing more is dispatched; past the inbox bound nothing more
+        # is decoded: the rest of the chunk waits as raw lines, and the transport reads no more.
+        assert h.transport.paused
+        assert h.conn.counts["inbox"] <= inbox
+        assert not h.read_transport.reading
+        answered = h.raw.count(b"\n")
+        assert answered == 1  # only initialize's answer reached the client
+        largest = len(orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700}})) + 256
+        assert h.transport.max_held <= high + largest, h.transport.max_held
+
+        h.transport.unstall()
+        await h.wait_for(lambda: len(h.messages) == 1 + n + 1)
+        errors, last = h.messages[1:-1], h.messages[-1]
+        assert all(m["id"] is None and m["error"]["code"] == -32700 for m in errors)
+        assert last["id"] == probe["id"], last  # every answer, in order, once the client reads
+        assert h.read_transport.reading
         await close_and_check(h)
 
     run(body())

@@ -266,6 +266,7 @@ class Connection:
             log.warning("read side failed: %r", exc)
         self._eof = True
         self._wake()
+        self.writer.wake()  # a dispatch held for output stops holding (_hold_for_output)
 
     def _push(self, item: _Item) -> None:
         self._inbox.append(item)
@@ -322,8 +323,12 @@ class Connection:
     async def _drain_inbox(self) -> None:
         """Dispatch queued items in order until none is left (R18)."""
         inbox = self._inbox
+        writer = self.writer
         resume_at = self.limits.max_inbox // 2
         while inbox:
+            if writer.paused and not self._eof:
+                await self._hold_for_output()
+                continue
             item = inbox.popleft()
             if self._reader_paused and len(inbox) <= resume_at:
                 self._reader_paused = False
@@ -339,6 +344,21 @@ class Connection:
             else:
                 bad: _BadLine = item  # type: ignore[assignment]
                 self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
+
+    async def _hold_for_output(self) -> None:
+        """Dispatch nothing while stdout is above its high-water mark (R26).
+
+        Answers and errors are output too, and only streaming producers wait
+        in ``drain``: holding the dispatch here lets the inbox fill, and a full
+        inbox pauses reading, so a client that sends without reading is
+        slowed by its own pipe. Reading itself keeps going until then, so an
+        EOF behind a streaming prompt is still seen; EOF ends the hold (the
+        shutdown's flush has its own bound).
+        """
+        writer = self.writer
+        log.debug("stdout is backed up: dispatch waits until the client reads")
+        while writer.paused and not self._eof:
+            await writer.wait_flow()
 
     async def _dispatch_request(self, req: Request) -> None:
         if req.id in self._incoming:

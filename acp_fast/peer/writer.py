@@ -94,15 +94,28 @@ class Writer:
         """Whether a producer should ``await drain()`` now (checked inline on the hot path)."""
         return (self._paused or self.buffered > self._high) and self.failed is None
 
+    @property
+    def paused(self) -> bool:
+        """Whether the transport holds more than the high-water mark and asked us to stop."""
+        return self._paused and self.failed is None
+
     async def drain(self) -> None:
         """Wait while output is above the high-water mark (R26)."""
         while self.must_wait:
             self._flush()
             if not self.must_wait:
                 return
-            if self._drain_waiter is None or self._drain_waiter.done():
-                self._drain_waiter = self._loop.create_future()
-            await asyncio.shield(self._drain_waiter)
+            await self.wait_flow()
+
+    async def wait_flow(self) -> None:
+        """Wait once: until the transport resumes, fails, or ``wake()``; callers re-check."""
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = self._loop.create_future()
+        await asyncio.shield(self._drain_waiter)
+
+    def wake(self) -> None:
+        """Release every waiter to re-check its condition (the input ended, say)."""
+        self._wake_drainers()
 
     def _wake_drainers(self) -> None:
         w = self._drain_waiter
