@@ -10,11 +10,16 @@ here asserts on how long anything took.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 import threading
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from acp_fast.transports.stdio import _FileReadTransport
 from tests.helpers import AgentProcess
 from tests.test_faults import TARGET
 
@@ -94,3 +99,72 @@ def test_r26_a_client_that_sends_without_reading_cannot_grow_the_agent() -> None
         # 400 KB of input once grew the agent by over 70 MiB of buffered answers; now it is
         # held to the write high-water mark, one read chunk and the inbox.
         assert peak - base < 32 * MiB, (base, peak)
+
+
+
+def test_r26_regular_file_stdin_is_never_read_ahead_of_delivery(run: Any, tmp_path: Path) -> None:
+    """A paused file is not read; the reader thread is at most the chunk being delivered ahead."""
+    path = tmp_path / "in.bin"
+    path.write_bytes(bytes(range(256)) * (16 * 4096))  # 16 MiB: many read chunks
+
+    class Probe(asyncio.Protocol):
+        def __init__(self, fd: int, done: asyncio.Event) -> None:
+            self.fd, self.done = fd, done
+            self.delivered = 0
+            self.ahead: list[int] = []  # bytes read from the file but not delivered, per delivery
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = cast(asyncio.ReadTransport, transport)
+
+        def data_received(self, data: bytes) -> None:
+            self.delivered += len(data)
+            self.ahead.append(os.lseek(self.fd, 0, os.SEEK_CUR) - self.delivered)
+            self.transport.pause_reading()  # as a full inbox does, every time
+            asyncio.get_running_loop().call_soon(self.resume)
+
+        def resume(self) -> None:
+            self.ahead.append(os.lseek(self.fd, 0, os.SEEK_CUR) - self.delivered)  # nothing read while paused
+            self.transport.resume_reading()
+
+        def eof_received(self) -> bool:
+            self.done.set()
+            return False
+
+    async def body() -> None:
+        fd = os.open(path, os.O_RDONLY)
+        done = asyncio.Event()
+        probe = Probe(os.dup(fd), done)  # the transport closes its fd at EOF; the dup shares the offset
+        try:
+            _FileReadTransport(asyncio.get_running_loop(), fd, probe)
+            await done.wait()
+            assert probe.delivered == path.stat().st_size
+            assert set(probe.ahead) == {0}, max(probe.ahead)
+        finally:
+            os.close(probe.fd)
+
+    run(body())
+
+
+def test_r26_regular_file_stdin_honours_pause_like_a_pipe(tmp_path: Path) -> None:
+    errors, notes, pad = 5000, 1024, 64 * 1024  # 64 MiB of notifications behind the errors
+    note = b'{"jsonrpc":"2.0","method":"_unknown/note","params":{"pad":"%s"}}\n' % (b"a" * pad)
+    probe = b'{"jsonrpc":"2.0","id":"probe","method":"initialize","params":{"protocolVersion":1}}\n'
+    stdin = tmp_path / "in.jsonl"
+    with stdin.open("wb") as f:
+        f.write(b"x\n" * errors)  # answers enough to back stdout up while nobody reads it
+        for _ in range(notes):
+            f.write(note)  # never answered, only read
+        f.write(probe)
+    with AgentProcess("demo", "--log-level", "debug", read_stdout=False, stdin_path=str(stdin)) as agent:
+        agent.wait_stderr("event loop:")
+        base = agent.status("VmRSS")
+        agent.wait_stderr("stdout is backed up")  # input must pause here, the file included
+        agent.start_reading()
+        for _ in range(errors):
+            msg = agent.next()
+            assert msg["id"] is None and msg["error"]["code"] == -32700, msg
+        assert agent.next()["id"] == "probe"  # all of the file was read in the end
+        peak = agent.status("VmHWM")
+        assert agent.wait() == 0  # the end of the file is EOF
+        # Read ahead, the file would sit in memory whole (64 MiB); paused, a chunk or two.
+        assert peak - base < 32 * 1024, (base, peak)
