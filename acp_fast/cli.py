@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -60,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     common.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format")
     common.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    common.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gc.freeze() what is alive at start-up, so full collections scan only what the session "
+        "made (on by default here; run_agent() leaves it off unless freeze_gc=True)",
+    )
     group = common.add_argument_group("limits")
     for f in fields(Limits):
         default = getattr(Limits(), f.name)
@@ -122,7 +130,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         agent = _load_agent(args.target, unstable=args.unstable)
     from .agent.serve import run_agent
 
-    run_agent(agent, limits, use_uvloop=not args.no_uvloop)
+    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze)
+    if status:
+        # Tasks were abandoned (R14): one may hold a thread the interpreter's exit would join.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 __all__ = ["main"]

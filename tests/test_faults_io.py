@@ -168,3 +168,45 @@ def test_r26_regular_file_stdin_honours_pause_like_a_pipe(tmp_path: Path) -> Non
         assert agent.wait() == 0  # the end of the file is EOF
         # Read ahead, the file would sit in memory whole (64 MiB); paused, a chunk or two.
         assert peak - base < 32 * 1024, (base, peak)
+
+
+LIBRARY_CALL = """
+import asyncio, gc, sys
+from acp_fast import run_agent
+from acp_fast.wire.limits import Limits
+from tests.test_faults import FaultAgent
+
+policy = type(asyncio.get_event_loop_policy())
+status = run_agent(FaultAgent(), Limits(shutdown_grace_s=0.2, abort_join_s=0.2))
+kept = type(asyncio.get_event_loop_policy()) is policy
+print(f"MARK returned {status} frozen={gc.get_freeze_count()} policy_kept={kept}", file=sys.stderr, flush=True)
+"""
+
+
+def test_r14_run_agent_as_a_library_returns_a_status_and_leaves_the_process_alone() -> None:
+    with AgentProcess("-c", LIBRARY_CALL, python_args=True) as agent:
+        agent.initialize()
+        sid = agent.new_session()
+        agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hang"}]}, "p")
+        assert agent.next()["method"] == "session/update"
+        agent.close_stdin()  # cancel -> grace -> abort -> join -> the task is abandoned
+        _, resp = agent.until_response("p")
+        assert resp["result"] == {"stopReason": "cancelled"}, resp
+        assert agent.wait() == 0  # the script ended normally: no os._exit inside run_agent
+        err = agent.stderr
+        # 1 = a task had to be abandoned; no gc.freeze and no event-loop policy unless asked for.
+        assert "MARK returned 1 frozen=0 policy_kept=True" in err, err[-3000:]
+        assert "was destroyed but it is pending" not in err, err[-3000:]
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["asyncio.run(run_agent(A()))", "async def main():\n    run_agent(A())\n\nasyncio.run(main())"],
+    ids=["asyncio.run", "inside-a-loop"],
+)
+def test_run_agent_called_the_sdk_way_fails_at_once_naming_the_async_entry(call: str) -> None:
+    code = f"import asyncio\nfrom acp_fast import Agent, run_agent\n\nclass A(Agent):\n    pass\n\n{call}\n"
+    with AgentProcess("-c", code, python_args=True) as agent:  # stdin stays open: nothing is served
+        assert agent.wait() == 1
+        assert "await acp_fast.serve_stdio(agent)" in agent.stderr, agent.stderr[-3000:]
+        assert agent.no_more_output() == []
