@@ -11,6 +11,7 @@ here asserts on how long anything took.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import threading
@@ -19,7 +20,10 @@ from typing import Any, cast
 
 import pytest
 
+from acp_fast.peer.memory import MemoryTransport
+from acp_fast.peer.writer import Writer
 from acp_fast.transports.stdio import _FileReadTransport
+from acp_fast.wire.limits import Limits
 from tests.helpers import AgentProcess
 from tests.test_faults import TARGET
 
@@ -210,3 +214,24 @@ def test_run_agent_called_the_sdk_way_fails_at_once_naming_the_async_entry(call:
         assert agent.wait() == 1
         assert "await acp_fast.serve_stdio(agent)" in agent.stderr, agent.stderr[-3000:]
         assert agent.no_more_output() == []
+
+
+def test_r14_writer_close_gives_up_after_its_flush_bound_and_says_how_much(
+    run: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def body() -> None:
+        writer = Writer(asyncio.get_running_loop(), Limits(flush_timeout_s=0.0))
+        received: list[bytes] = []
+        pipe = MemoryTransport(asyncio.get_running_loop(), writer, received.append)
+        writer.attach(pipe)
+        pipe.read_end.pause_reading()  # a reader that never reads again (closing does not release it)
+        writer.write(b"x" * 100_000 + b"\n")
+        writer.flush()
+        assert await writer.close() == 100_001  # gave up at once (bound 0): everything dropped
+        assert received == [] and pipe.is_closing()
+
+    with caplog.at_level(logging.WARNING, logger="acp_fast.peer.writer"):
+        run(body())
+    assert [r.getMessage() for r in caplog.records] == [
+        "stdout was not read for 0.0 s at exit: dropped 100001 unwritten bytes"
+    ]
