@@ -114,3 +114,25 @@ def test_r26_answers_are_backpressure_too_and_reading_stops_mid_chunk(run: Any, 
         await close_and_check(h)
 
     run(body())
+
+
+def test_r13_r26_lines_held_at_a_pause_are_dropped_when_reading_is_closed(run: Any, framer_cls: type) -> None:
+    high, inbox, n = 1 * KiB, 8, 200
+
+    async def body() -> None:
+        limits = Limits(write_high_water=high, write_low_water=high // 4, max_inbox=inbox)
+        h = Harness(FirehoseAgent(), limits=limits, framer_cls=framer_cls)
+        await h.initialize()
+        h.transport.stall()
+        h.send_raw(b"x\n" * n)
+        queued = h.conn.counts["inbox"]
+        assert 0 < queued <= inbox and not h.read_transport.reading
+        # What SIGTERM does: stop reading, end the input. The held lines are as unread as the pipe's.
+        h.reader.close()
+        h.reader.connection_lost(None)
+        await h.task  # the shutdown flush releases the stalled transport
+        answered = [m for m in h.messages[1:] if m.get("error", {}).get("code") == -32700]
+        assert len(answered) < n - inbox, len(answered)  # the inbox was answered, the held rest was not
+        h.assert_no_leaks()
+
+    run(body())

@@ -141,6 +141,8 @@ class ReadProtocol(asyncio.BufferedProtocol):
                 t.resume_reading()
 
     def close(self) -> None:
+        """Stop reading; lines held back at a pause are dropped with what is still unread."""
+        self._held.clear()
         t = self._transport
         if t is not None and not t.is_closing():
             t.close()
