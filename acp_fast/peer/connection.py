@@ -266,6 +266,7 @@ class Connection:
             log.warning("read side failed: %r", exc)
         self._eof = True
         self._wake()
+        self.writer.wake()  # a dispatch held for output stops holding (_hold_for_output)
 
     def _push(self, item: _Item) -> None:
         self._inbox.append(item)
@@ -322,8 +323,12 @@ class Connection:
     async def _drain_inbox(self) -> None:
         """Dispatch queued items in order until none is left (R18)."""
         inbox = self._inbox
+        writer = self.writer
         resume_at = self.limits.max_inbox // 2
         while inbox:
+            if writer.paused and not self._eof:
+                await self._hold_for_output()
+                continue
             item = inbox.popleft()
             if self._reader_paused and len(inbox) <= resume_at:
                 self._reader_paused = False
@@ -339,6 +344,21 @@ class Connection:
             else:
                 bad: _BadLine = item  # type: ignore[assignment]
                 self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
+
+    async def _hold_for_output(self) -> None:
+        """Dispatch nothing while stdout is above its high-water mark (R26).
+
+        Answers and errors are output too, and only streaming producers wait
+        in ``drain``: holding the dispatch here lets the inbox fill, and a full
+        inbox pauses reading, so a client that sends without reading is
+        slowed by its own pipe. Reading itself keeps going until then, so an
+        EOF behind a streaming prompt is still seen; EOF ends the hold (the
+        shutdown's flush has its own bound).
+        """
+        writer = self.writer
+        log.debug("stdout is backed up: dispatch waits until the client reads")
+        while writer.paused and not self._eof:
+            await writer.wait_flow()
 
     async def _dispatch_request(self, req: Request) -> None:
         if req.id in self._incoming:
@@ -446,7 +466,10 @@ class Connection:
         self.state = new
 
     def _writer_failed(self, exc: BaseException | None) -> None:
-        log.warning("write side failed (%r); shutting down", exc)
+        if self.writer.peer_gone:  # the client closed its end: a disconnect, not a fault
+            log.debug("stdout closed by the peer (%r); shutting down", exc)
+        else:
+            log.warning("write side failed (%r); shutting down", exc)
         if self._reader is not None:
             self._reader.close()
         self._inbox.clear()
@@ -458,7 +481,16 @@ class Connection:
             p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
 
     async def _shutdown(self) -> None:
+        """Cancel, grace, abort, join, then a bounded flush (R13, R14).
+
+        Spawned tasks share the hooks' deadline rather than getting a grace of
+        their own after them, so the whole sequence takes at most grace +
+        abort join + flush timeout.
+        """
         self._set_state(State.DRAINING)
+        limits = self.limits
+        grace_end = self.loop.time() + limits.shutdown_grace_s
+        join_end = grace_end + limits.abort_join_s
         # Nothing more will be read: no response can arrive for what we asked.
         self._fail_pending()
         for hook in self._shutdown_hooks:
@@ -468,11 +500,11 @@ class Connection:
                 log.exception("shutdown hook %s failed", _name_of(hook))
         self._fail_pending()
         if self._spawned:
-            _, alive = await asyncio.wait(set(self._spawned), timeout=self.limits.shutdown_grace_s)
+            _, alive = await asyncio.wait(set(self._spawned), timeout=_left(self.loop, grace_end))
             for task in alive:
                 task.cancel()
             if alive:
-                await asyncio.wait(alive, timeout=self.limits.abort_join_s)
+                await asyncio.wait(alive, timeout=_left(self.loop, join_end))
         for incoming in list(self._incoming.values()):
             incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
         await self.writer.close()
@@ -487,6 +519,11 @@ class Connection:
             "pending": len(self._pending),
             "spawned": len(self._spawned),
         }
+
+
+def _left(loop: asyncio.AbstractEventLoop, deadline: float) -> float:
+    """Seconds until ``deadline``; 0 once past (a wait of 0 still lets a cancelled task unwind one step)."""
+    return max(0.0, deadline - loop.time())
 
 
 def _name_of(fn: object) -> str:
