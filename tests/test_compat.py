@@ -218,9 +218,11 @@ def test_compat_client_errors_reach_the_sdk_agent_as_request_error(run: Any) -> 
     run(body())
 
 
-def test_compat_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
+def test_compat_strict_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
     async def body() -> None:
-        h, sample, _sid = await _start()  # no fs capability advertised
+        sample = SampleAgent()
+        h = Harness(wrap_sdk_agent(sample, strict=True))
+        await h.initialize()  # no fs capability advertised
         conn = sample.conn
         assert isinstance(conn, SdkClient)
         try:
