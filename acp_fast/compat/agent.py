@@ -46,6 +46,8 @@ Kwargs = dict[str, Any]
 #: Kept for callers of the 0.12-era module: the attributes routed only when unstable is on.
 UNSTABLE_METHODS: frozenset[str] = UNSTABLE_ATTRS
 
+#: Methods whose ``cwd`` acp_fast's server requires to be absolute (the SDK does not).
+_CWD_METHODS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 #: Methods acp_fast's server checks against its session table (unknown ids: see ``strict``).
 _SESSION_METHODS = frozenset(
     {"session/prompt", "session/set_mode", "session/set_config_option", "session/close", "session/fork"}
@@ -194,8 +196,10 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
         raise MethodNotFound(f"Method not found: {route.method}", {"method": route.method})
     request = validate(_pick_model(route, wire), wire)
     if legacy:
+        name = getattr(fn, "__name__", route.attr)
         warnings.warn(
-            f"{type(sdk_agent).__name__}.{route.attr}: the one-model handler style is deprecated in the SDK",
+            f"The old style method {type(sdk_agent).__name__}.{name} is deprecated (the SDK says so too); "
+            "acp_fast.compat still calls it with the request model",
             DeprecationWarning,
             stacklevel=2,
         )
@@ -213,6 +217,8 @@ def _forwarder(route: RouteInfo) -> Callable[..., Awaitable[Any]]:
     async def forward(self: SdkAgent, **kwargs: Any) -> Any:
         model = route.models[0] if len(route.models) == 1 else route.models[-1]
         wire = _to_wire(model, kwargs)
+        if isinstance(wire.get("cwd"), str):
+            wire["cwd"] = self._relative_cwds.pop(wire["cwd"], wire["cwd"])
         if kwargs.get("type") is not None:
             wire["type"] = kwargs["type"]
         return await call_route(self.sdk_agent, route, wire)
@@ -251,12 +257,15 @@ class SdkAgent(Agent):
 
     #: Methods the installed SDK routes that acp_fast's server does not know (session/set_model).
     extra_routes: dict[str, RouteInfo] = {}
+    #: Unstable methods the agent defines while ``use_unstable_protocol`` is off: a UserWarning and -32601.
+    gated: frozenset[str] = frozenset()
 
     def __init__(self, sdk_agent: Any, sdk_client: SdkClient, strict: bool = False) -> None:
         self.sdk_agent = sdk_agent
         self.sdk_client = sdk_client
         self.strict = strict
         self.server: AgentServer | None = None
+        self._relative_cwds: dict[str, str] = {}
 
     def on_server(self, server: AgentServer) -> None:
         """Claim requests before the server does: extra SDK routes, and the SDK's leniency."""
@@ -281,14 +290,30 @@ class SdkAgent(Agent):
         if req.method == "initialize" and isinstance(params, dict) and isinstance(params.get("protocolVersion"), str):
             # The SDK's model coerces "1" to 1 (and refuses "one" with -32602): so does compat.
             params["protocolVersion"] = validate(ROUTES["initialize"].models[0], params).protocol_version  # type: ignore[attr-defined]
+        if req.method in self.gated:
+            warnings.warn(
+                f"{req.method} is unstable ACP: it answers -32601 unless use_unstable_protocol=True",
+                UserWarning,
+                stacklevel=2,
+            )
+            raise MethodNotFound(f"Method not found: {req.method}", {"method": req.method})
         route = self.extra_routes.get(req.method)
         if route is not None:
-            req.respond(await call_route(self.sdk_agent, route, req.params))
+            req.respond(await call_route(self.sdk_agent, route, params))
             return True
         server = self.server
-        if self.strict or server is None or req.method not in _SESSION_METHODS:
+        if self.strict or server is None or not isinstance(params, dict):
             return False
-        sid = req.params.get("sessionId") if isinstance(req.params, dict) else None
+        cwd = params.get("cwd")
+        self._relative_cwds.clear()  # control requests run one at a time: the previous one is done
+        if isinstance(cwd, str) and not cwd.startswith("/") and req.method in _CWD_METHODS:
+            # acp_fast's server wants an absolute cwd; the SDK hands any string to the agent.
+            stand_in = f"/.acp-fast-compat/relative-cwd/{len(self._relative_cwds)}"
+            self._relative_cwds[stand_in] = cwd
+            params["cwd"] = stand_in
+        if req.method not in _SESSION_METHODS:
+            return False
+        sid = params.get("sessionId")
         if isinstance(sid, str) and server.sessions.find(sid) is None:
             from ..agent.sessions import Session
 
@@ -333,20 +358,21 @@ def wrap_sdk_agent(
     if callable(agent) and not any(sdk_defines(agent, a) for a in attrs):
         agent = agent(sdk_client)  # AgentSideConnection accepts a factory the same way
     defined = {r.method: r for r in ROUTES.values() if sdk_defines(agent, r.attr)}
-    for method, route in sorted(defined.items()):
-        if route.unstable and not use_unstable_protocol:
-            log.warning(
-                "%s.%s is unstable ACP; without use_unstable_protocol=True it answers -32601 (as under the SDK)",
-                type(agent).__name__,
-                route.attr,
-            )
-            del defined[method]
+    gated = frozenset(m for m, r in defined.items() if r.unstable and not use_unstable_protocol)
+    for method in sorted(gated):
+        log.info(
+            "%s.%s is unstable ACP; without use_unstable_protocol=True it answers -32601 (as under the SDK)",
+            type(agent).__name__,
+            defined[method].attr,
+        )
+        del defined[method]
     from ..agent.methods import AGENT_METHODS
 
     namespace: dict[str, Any] = {
         r.attr: _forwarder(r) for m, r in defined.items() if m in AGENT_METHODS and m != "session/cancel"
     }
     namespace["extra_routes"] = {m: r for m, r in defined.items() if m not in AGENT_METHODS}
+    namespace["gated"] = gated
     if "session/cancel" in defined:
         cancel_route = defined["session/cancel"]
 

@@ -53,6 +53,7 @@ DEFAULT_STDIO_BUFFER_LIMIT_BYTES = 50 * 1024 * 1024
 MAX_READ_CHUNK = 4 * 1024 * 1024
 
 Observer = Callable[[Any], Any]
+_NO_HANDLER = repr("<none>")  # Connection.current_handler_name() while the dispatch loop is idle
 
 
 def _stream_event(direction: str, message: dict[str, Any]) -> Any:
@@ -97,16 +98,23 @@ async def _awaited(result: Any) -> None:
     await result
 
 
-class _ObservedSink:
-    """Shows every incoming line to the observers, then hands it to the connection unchanged."""
+_BLANK = frozenset(b" \t\r")
 
-    def __init__(self, conn: Connection, observers: _Observers) -> None:
+
+class _CompatSink:
+    """Between the framer and the connection: skips whitespace-only lines as the SDK's reader
+    does (acp_fast's own reader answers them -32700), and shows each line to the observers."""
+
+    def __init__(self, conn: Connection, observers: _Observers | None) -> None:
         self._conn = conn
         self._observers = observers
 
     def feed_line(self, line: bytes | memoryview) -> None:
-        with contextlib.suppress(orjson.JSONDecodeError):
-            self._observers.emit("incoming", orjson.loads(line))
+        if line[0] in _BLANK and not bytes(line).strip():
+            return
+        if self._observers is not None:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                self._observers.emit("incoming", orjson.loads(line))
         self._conn.feed_line(line)
 
     def feed_oversized(self, event: Oversized) -> None:
@@ -386,7 +394,7 @@ class AgentSideConnection(SdkClient):
             )
         self._acp_read = read
         self.server = AgentServer(agent, peer)  # calls the agent's on_connect with this connection
-        sink: LineSink = _ObservedSink(peer, self._acp_observers) if observers else peer
+        sink: LineSink = _CompatSink(peer, watched)
         self._acp_protocol = ReadProtocol(sink, new_framer(limits), limits.read_buffer_bytes)
         self._acp_protocol.connection_made(self._acp_control)
         if listening:
@@ -427,10 +435,17 @@ class AgentSideConnection(SdkClient):
             raise RequestError.internal_error({"details": "Agent timeout"})
 
     async def close(self) -> None:
-        """End the read side and shut down in order (prompts cancelled, answers flushed)."""
+        """End the read side and shut down in order (prompts cancelled, answers flushed).
+
+        A control handler still running (a hung ``initialize``) holds the
+        dispatch loop, so it is cancelled, as the SDK cancels every handler
+        on close; the request it was serving is answered by the shutdown.
+        """
         self._acp_control.close()
         self._acp_protocol.connection_lost(None)
         task = self._acp_start(asyncio.get_running_loop())
+        if self._acp_peer.current_handler_name() != _NO_HANDLER and not task.done():
+            task.cancel()
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await asyncio.shield(task)
 
@@ -514,7 +529,7 @@ async def _serve_stdio(
     AgentServer(
         wrap_sdk_agent(agent, use_unstable_protocol=use_unstable_protocol, strict=strict, sdk_client=sdk_client), peer
     )
-    sink: LineSink = _ObservedSink(peer, watched) if observers else peer
+    sink: LineSink = _CompatSink(peer, watched if observers else None)
     protocol = ReadProtocol(sink, new_framer(limits), limits.read_buffer_bytes)
     await connect_stdio(loop, protocol, writer_)
     if observers:

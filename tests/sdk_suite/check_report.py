@@ -11,7 +11,12 @@ import sys
 from pathlib import Path
 
 #: test id -> the reason it is allowed to fail on acp_fast (empty: none).
-EXCEPTIONS: dict[str, str] = {}
+EXCEPTIONS: dict[str, str] = {
+    "tests/test_rpc.py::test_ignore_invalid_messages": (
+        "pins silence for an object that is neither request, notification nor response; JSON-RPC 2.0 "
+        "requires an Invalid Request error with id null, which acp_fast sends (-32600) and keeps serving"
+    ),
+}
 
 
 def main(report_path: str) -> int:
