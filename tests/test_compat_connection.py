@@ -172,3 +172,16 @@ def test_compat_stdio_buffer_limit_is_a_read_size_not_a_line_cap() -> None:
     assert done.returncode == 0, done.stderr
     (answer,) = [json.loads(x) for x in done.stdout.splitlines()]
     assert answer["id"] == 1 and answer["result"]["protocolVersion"] == 1
+
+
+def test_compat_accepts_the_older_releases_connection_plumbing_keywords(run: Any) -> None:
+    async def body() -> None:
+        async with _socket_pair() as (sr, sw, cr, cw):
+            with pytest.raises(TypeError, match="bogus"):
+                AgentSideConnection(ReleaseAgent(), sw, sr, bogus=1)
+            conn = AgentSideConnection(ReleaseAgent(), sw, sr, queue=None, sender_factory=None)  # 0.8/0.10 names
+            await _send(cw, _init())
+            assert (await _next(cr))["result"]["protocolVersion"] == 1
+            await conn.close()
+
+    run(body())

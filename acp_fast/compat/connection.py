@@ -325,6 +325,18 @@ class _MessageWriteTransport(asyncio.WriteTransport):
         self._wake.set()
 
 
+#: Connection keywords of 0.8-0.10 that swap the SDK's own queue and dispatch parts; acp_fast has its own.
+SDK_PLUMBING = frozenset({"queue", "state_store", "dispatcher_factory", "sender_factory"})
+
+
+def _check_plumbing(kwargs: dict[str, Any]) -> None:
+    unknown = sorted(set(kwargs) - SDK_PLUMBING)
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(unknown)}")
+    if kwargs:
+        log.warning("ignored %s: acp_fast uses its own bounded queue and dispatch", ", ".join(sorted(kwargs)))
+
+
 def _is_message_transport(stream: Any) -> bool:
     return callable(getattr(stream, "receive", None)) and callable(getattr(stream, "send", None))
 
@@ -354,8 +366,10 @@ class AgentSideConnection(SdkClient):
         receive_timeout: float | None = None,
         strict: bool = False,
         limits: Limits | None = None,
+        **sdk_plumbing: Any,
     ) -> None:
         super().__init__()
+        _check_plumbing(sdk_plumbing)
         loop = asyncio.get_running_loop()
         limits = limits or Limits()
         self._acp_receive_timeout = receive_timeout
@@ -470,6 +484,7 @@ async def run_agent(
     receive_timeout: float | None = None,
     strict: bool = False,
     limits: Limits | None = None,
+    **sdk_plumbing: Any,
 ) -> None:
     """Drop-in for ``acp.run_agent``: serve the SDK agent until the client's side ends.
 
@@ -479,6 +494,7 @@ async def run_agent(
     buffer; lines longer than it are still accepted (acp_fast's own line
     limit, ``Limits.max_line_bytes``, 64 MiB by default, is what caps a line).
     """
+    _check_plumbing(sdk_plumbing)
     limits = replace(limits or Limits(), read_buffer_bytes=min(stdio_buffer_limit_bytes, MAX_READ_CHUNK))
     kwargs: dict[str, Any] = {
         "use_unstable_protocol": use_unstable_protocol,
