@@ -151,10 +151,11 @@ def test_compat_close_cancels_a_hung_initialize(run: Any) -> None:
 
 
 @pytest.mark.slow
-def test_compat_stdio_buffer_limit_is_a_read_size_not_a_line_cap() -> None:
+def test_compat_stdio_buffer_limit_is_a_read_size_not_a_line_cap_and_observers_see_stdio() -> None:
     script = textwrap.dedent(
         """
         import asyncio
+        import sys
         from acp.schema import InitializeResponse
         from acp_fast.compat import run_agent
 
@@ -162,7 +163,10 @@ def test_compat_stdio_buffer_limit_is_a_read_size_not_a_line_cap() -> None:
             async def initialize(self, protocol_version, **kwargs):
                 return InitializeResponse(protocol_version=protocol_version)
 
-        asyncio.run(run_agent(Agent(), stdio_buffer_limit_bytes=1024))
+        def observe(event):
+            print(event.direction.value, event.message.get("id"), file=sys.stderr)
+
+        asyncio.run(run_agent(Agent(), stdio_buffer_limit_bytes=1024, observers=[observe]))
         """
     )
     line = json.dumps({**_init(), "params": {"protocolVersion": 1, "_meta": {"data": "X" * 70_000}}}) + "\n"
@@ -172,6 +176,11 @@ def test_compat_stdio_buffer_limit_is_a_read_size_not_a_line_cap() -> None:
     assert done.returncode == 0, done.stderr
     (answer,) = [json.loads(x) for x in done.stdout.splitlines()]
     assert answer["id"] == 1 and answer["result"]["protocolVersion"] == 1
+    # observers on stdio: the SDK's StreamEvent for the request and for the answer
+    assert [line for line in done.stderr.splitlines() if line in ("incoming 1", "outgoing 1")] == [
+        "incoming 1",
+        "outgoing 1",
+    ]
 
 
 def test_compat_accepts_the_older_releases_connection_plumbing_keywords(run: Any) -> None:
