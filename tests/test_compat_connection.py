@@ -194,3 +194,29 @@ def test_compat_accepts_the_older_releases_connection_plumbing_keywords(run: Any
             await conn.close()
 
     run(body())
+
+
+def test_compat_connection_accepts_an_agent_class_or_factory_taking_the_connection(run: Any) -> None:
+    class WithConn(ReleaseAgent):
+        def __init__(self, conn: Any) -> None:
+            super().__init__()
+            self.given = conn
+
+    async def body() -> None:
+        made: list[Any] = []
+
+        def factory(conn: Any) -> ReleaseAgent:
+            made.append(WithConn(conn))
+            return made[-1]
+
+        for to_agent in (WithConn, factory):
+            async with _socket_pair() as (sr, sw, cr, cw):
+                conn = AgentSideConnection(to_agent, sw, sr)
+                await _send(cw, _init())
+                assert (await _next(cr))["result"]["protocolVersion"] == 1
+                agent = conn.server.agent.sdk_agent  # type: ignore[attr-defined]
+                assert isinstance(agent, WithConn) and agent.given is conn and agent.conn is conn
+                await conn.close()
+        assert len(made) == 1
+
+    run(body())

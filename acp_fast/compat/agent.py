@@ -29,8 +29,9 @@ from pydantic import BaseModel, ValidationError
 
 from ..agent.base import Agent
 from ..agent.client_handle import Client
+from ..agent.sessions import Session
 from ..peer.connection import IncomingRequest
-from ..wire.errors import AcpError, InternalError, InvalidParams, MethodNotFound, from_error_obj
+from ..wire.errors import AcpError, InternalError, InvalidParams, InvalidRequest, MethodNotFound, from_error_obj
 from ..wire.jsonrpc import Notification
 from .client import SdkClient
 from .release import ROUTES, UNSTABLE_ATTRS, RouteInfo
@@ -299,6 +300,8 @@ class SdkAgent(Agent):
             raise MethodNotFound(f"Method not found: {req.method}", {"method": req.method})
         route = self.extra_routes.get(req.method)
         if route is not None:
+            if self.strict and self.server is not None and not self.server.context.initialized:
+                raise InvalidRequest(f"Invalid request: {req.method} before initialize")
             req.respond(await call_route(self.sdk_agent, route, params))
             return True
         server = self.server
@@ -315,8 +318,6 @@ class SdkAgent(Agent):
             return False
         sid = params.get("sessionId")
         if isinstance(sid, str) and server.sessions.find(sid) is None:
-            from ..agent.sessions import Session
-
             server.sessions.add(Session(sid, "", None))  # bounded by max_sessions like any other
         return False
 
@@ -355,8 +356,8 @@ def wrap_sdk_agent(
     """
     sdk_client = sdk_client if sdk_client is not None else SdkClient()
     attrs = {r.attr for r in ROUTES.values()} | {"ext_method", "ext_notification"}
-    if callable(agent) and not any(sdk_defines(agent, a) for a in attrs):
-        agent = agent(sdk_client)  # AgentSideConnection accepts a factory the same way
+    if isinstance(agent, type) or (callable(agent) and not any(sdk_defines(agent, a) for a in attrs)):
+        agent = agent(sdk_client)  # a class or factory taking the connection, as the SDK's connection accepts
     defined = {r.method: r for r in ROUTES.values() if sdk_defines(agent, r.attr)}
     gated = frozenset(m for m, r in defined.items() if r.unstable and not use_unstable_protocol)
     for method in sorted(gated):

@@ -114,8 +114,6 @@ def _discover_routes() -> dict[str, RouteInfo]:
 ROUTES: dict[str, RouteInfo] = _discover_routes()
 #: Agent attributes the SDK routes only with ``use_unstable_protocol=True``.
 UNSTABLE_ATTRS: frozenset[str] = frozenset(r.attr for r in ROUTES.values() if r.unstable)
-#: Whether this release's AgentSideConnection takes a message Transport (0.12 on).
-HAS_TRANSPORTS: bool = model("CreateElicitationResponse") is not None and SDK_VERSION >= (0, 12)
 
 
 def describe() -> dict[str, Any]:
