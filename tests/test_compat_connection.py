@@ -17,7 +17,7 @@ import pytest
 from acp import RequestError
 from acp.schema import InitializeResponse
 
-from acp_fast.compat import AgentSideConnection, run_agent
+from acp_fast.compat import AgentSideConnection, run_agent, use_in_sdk_http_server
 from tests.sdk_matrix.test_sdk_release import ReleaseAgent, _socket_pair
 
 
@@ -218,5 +218,29 @@ def test_compat_connection_accepts_an_agent_class_or_factory_taking_the_connecti
                 assert isinstance(agent, WithConn) and agent.given is conn and agent.conn is conn
                 await conn.close()
         assert len(made) == 1
+
+    run(body())
+
+
+def test_compat_serves_through_the_sdks_http_server(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    http_server = pytest.importorskip("acp.http.server", reason="HTTP serving exists from SDK 0.12 on")
+    monkeypatch.setattr(http_server, "AgentSideConnection", http_server.AgentSideConnection)  # restored after
+    assert use_in_sdk_http_server()
+
+    async def body() -> None:
+        given: list[Any] = []
+
+        def factory(conn: Any) -> ReleaseAgent:
+            given.append(conn)
+            return ReleaseAgent()
+
+        server = http_server.AcpServer(factory)
+        result = await server.handle_post(
+            _init(0), content_type="application/json", connection_id=None, session_id=None
+        )
+        assert result.status == 200 and result.body["result"]["protocolVersion"] == 1
+        (conn,) = given
+        assert isinstance(conn, AgentSideConnection)
+        await server.close()
 
     run(body())

@@ -28,7 +28,7 @@ from .agent import (
     wrap_sdk_agent,
 )
 from .client import SdkClient
-from .connection import DEFAULT_STDIO_BUFFER_LIMIT_BYTES, AgentSideConnection, run_agent
+from .connection import DEFAULT_STDIO_BUFFER_LIMIT_BYTES, AgentSideConnection, run_agent, use_in_sdk_http_server
 from .release import ROUTES, SDK_VERSION, SDK_VERSION_TEXT
 
 #: Every agent attribute the adapter can forward with the installed release.
@@ -47,5 +47,6 @@ __all__ = [
     "dump_unset",
     "run_agent",
     "sdk_defines",
+    "use_in_sdk_http_server",
     "wrap_sdk_agent",
 ]

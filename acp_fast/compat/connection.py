@@ -473,6 +473,22 @@ class AgentSideConnection(SdkClient):
         """The SDK's connection has this no-op hook too."""
 
 
+def use_in_sdk_http_server() -> bool:
+    """Make the SDK's HTTP/WebSocket serving (``acp.http.server``, 0.12 on) build compat's connection.
+
+    The SDK's ``AcpServer`` creates its ``AgentSideConnection`` itself and takes
+    no other class; this points the name it uses at compat's, so every
+    connection it opens runs on acp_fast. False when the installed release has
+    no HTTP serving.
+    """
+    try:
+        from acp.http import server as http_server
+    except ImportError:
+        return False
+    setattr(http_server, "AgentSideConnection", AgentSideConnection)  # noqa: B010 - a name the SDK module keeps private
+    return True
+
+
 async def run_agent(
     agent: Any,
     input_stream: Any = None,
@@ -580,4 +596,4 @@ async def _stdio_streams(limit: int) -> tuple[asyncio.StreamReader, asyncio.Stre
     return reader, writer
 
 
-__all__ = ["DEFAULT_STDIO_BUFFER_LIMIT_BYTES", "AgentSideConnection", "run_agent"]
+__all__ = ["DEFAULT_STDIO_BUFFER_LIMIT_BYTES", "AgentSideConnection", "run_agent", "use_in_sdk_http_server"]
