@@ -207,6 +207,7 @@ class _StreamWriteTransport(asyncio.WriteTransport):
         self._high = 64 * 1024
         self._low = 16 * 1024
         self._draining: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None
         self._closing = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -244,7 +245,7 @@ class _StreamWriteTransport(asyncio.WriteTransport):
         if self._closing:
             return
         self._closing = True
-        asyncio.get_running_loop().create_task(self._close())
+        self._closer = asyncio.get_running_loop().create_task(self._close())
 
     async def _close(self) -> None:
         with contextlib.suppress(Exception):
