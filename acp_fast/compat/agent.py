@@ -289,7 +289,8 @@ class SdkAgent(Agent):
     async def _before_server(self, req: IncomingRequest) -> bool:
         params = req.params
         if req.method == "initialize" and isinstance(params, dict) and isinstance(params.get("protocolVersion"), str):
-            # The SDK's model coerces "1" to 1 (and refuses "one" with -32602): so does compat.
+            # Read as the release's InitializeRequest reads it: "1" is 1; 0.10 on take an unparsable
+            # string as 1, 0.8 refuses it (-32602).
             params["protocolVersion"] = validate(ROUTES["initialize"].models[0], params).protocol_version  # type: ignore[attr-defined]
         if req.method in self.gated:
             warnings.warn(
