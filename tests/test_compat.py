@@ -220,9 +220,11 @@ def test_compat_client_errors_reach_the_sdk_agent_as_request_error(run: Any) -> 
     run(body())
 
 
-def test_compat_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
+def test_compat_strict_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
     async def body() -> None:
-        h, sample, _sid = await _start()  # no fs capability advertised
+        sample = SampleAgent()
+        h = Harness(wrap_sdk_agent(sample, strict=True))
+        await h.initialize()  # no fs capability advertised
         conn = sample.conn
         assert isinstance(conn, SdkClient)
         try:
@@ -298,7 +300,8 @@ def test_compat_unstable_methods_need_the_flag_as_in_the_sdk(run: Any) -> None:
         caps = (await off.initialize())["agentCapabilities"]
         assert "sessionCapabilities" not in caps
         sid = await off.new_session()
-        assert (await off.call("session/close", {"sessionId": sid}))["error"]["code"] == -32601
+        with pytest.warns(UserWarning, match="use_unstable_protocol"):  # as the SDK warns
+            assert (await off.call("session/close", {"sessionId": sid}))["error"]["code"] == -32601
         await close_and_check(off)
 
         sample = _Unstable()

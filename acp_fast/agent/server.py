@@ -107,6 +107,9 @@ class AgentServer:
             if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in self._implemented
         }
         self._idle_timer: asyncio.TimerHandle | None = None
+        on_server = getattr(agent, "on_server", None)  # an adapter (compat) claims requests first
+        if on_server is not None:
+            on_server(self)
         conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
         conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
         conn.on_receive_notification_sync("session/cancel", self._on_cancel_notification)
