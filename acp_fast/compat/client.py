@@ -89,7 +89,12 @@ class RawConnection:
 
     async def send_notification(self, method: str, params: Any = None) -> None:
         peer = self._owner.peer
-        await self._owner._call(lambda: peer.notify(method, params))
+
+        async def send() -> None:
+            peer.send_notification(method, params)
+            await peer.drain()
+
+        await self._owner._call(send)
 
 
 class SdkClient:
