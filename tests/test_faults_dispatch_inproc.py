@@ -254,3 +254,34 @@ def test_inline_dispatch_fed_from_inside_the_dispatch_context_falls_back_to_the_
         await close_and_check(h)
 
     run(body())
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["parked", "in-a-handler"])
+def test_r24_cancelling_run_itself_stops_the_connection_and_answers_what_is_open(run: Any, busy: bool) -> None:
+    async def body() -> None:
+        h = ConnectionHarness()
+        entered = asyncio.Event()
+
+        async def handler(req: IncomingRequest) -> None:
+            if req.method == "warm-up":
+                req.respond("ok")
+                return
+            entered.set()
+            await asyncio.Event().wait()  # only a cancel ends it
+
+        h.conn.on_receive_request(handler)
+        await h.call("warm-up")
+        await h.wait_for(lambda: h.conn._idle)
+        if busy:
+            rid = h.request("hangs")
+            await entered.wait()
+        h.task.cancel()  # the host gives up on the connection: not the handler's cancel
+        with pytest.raises(asyncio.CancelledError):
+            await h.task
+        assert h.conn.state.value == "closed"
+        if busy:
+            [answer] = h.responses(rid)
+            assert answer["error"]["code"] == -32603 and "shut down" in answer["error"]["message"], answer
+        h.assert_no_leaks()
+
+    run(body())

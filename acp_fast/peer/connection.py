@@ -191,6 +191,7 @@ class Connection:
         # The dispatch task's own context: every handler runs in it, inline or not.
         self._context = contextvars.copy_context()
         self._current_handler: str | None = None
+        self._stopping = False  # run() was cancelled: cancels are the connection's, not a handler's
         writer.on_failure = self._writer_failed
 
     # -- registration ------------------------------------------------------------
@@ -330,10 +331,21 @@ class Connection:
         The dispatch loop is a task of its own, created with the connection's
         context, so the inline path can run handlers in that very context
         (asyncio offers no way to reach a running task's context before 3.12).
+        Cancelling ``run`` itself stops the connection: the dispatch task is
+        cancelled in turn, and that cancel is not taken for the running
+        handler's (see ``_absorb``); the shutdown sequence still runs.
         """
         task = self.loop.create_task(self._serve(), name=f"{self.name}.dispatch", context=self._context)
         self._loop_task = task
-        await task
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            self._stopping = True
+            task.cancel()
+            await asyncio.wait({task})
+            raise
 
     async def _serve(self) -> None:
         self._loop_task = asyncio.current_task()  # already, if a task factory starts tasks eagerly
@@ -459,9 +471,13 @@ class Connection:
         (a timeout, a caller giving up) is counted on the dispatch task: that
         request is cancelled (-32800) and the count is taken back, so the loop
         keeps serving. A CancelledError nobody asked for is a bug like any
-        other exception (-32603).
+        other exception (-32603). Once ``run`` itself was cancelled, a
+        cancellation is the connection's: it is raised on, and the shutdown
+        answers the request like every other one left open.
         """
         if isinstance(exc, asyncio.CancelledError):
+            if self._stopping:
+                raise exc
             task = self._loop_task
             if task is not None and task.cancelling():
                 task.uncancel()
