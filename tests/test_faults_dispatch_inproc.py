@@ -285,3 +285,27 @@ def test_r24_cancelling_run_itself_stops_the_connection_and_answers_what_is_open
         h.assert_no_leaks()
 
     run(body())
+
+
+@PATHS
+def test_r24_handler_that_cancels_its_task_and_returns_leaves_the_loop_serving(run: Any, inline: bool) -> None:
+    async def body() -> None:
+        h = ConnectionHarness()
+        h.conn.inline_dispatch = inline
+
+        async def handler(req: IncomingRequest) -> None:
+            if req.method == "cancel-and-return":
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()  # no await follows: nothing in this handler receives it
+            req.respond(req.method)
+
+        h.conn.on_receive_request(handler)
+        await h.call("warm-up")
+        await h.wait_for(lambda: h.conn._idle)
+        assert (await h.call("cancel-and-return"))["result"] == "cancel-and-return"
+        assert (await h.call("next"))["result"] == "next"  # still serving, after the cancel landed
+        assert h.conn._loop_task is not None and h.conn._loop_task.cancelling() == 0
+        await close_and_check(h)
+
+    run(body())

@@ -253,7 +253,9 @@ class Connection:
         a handler suspends, the dispatch task resumes the drain where it
         stopped; later lines wait in the inbox meanwhile.
         """
-        assert self._loop_task is not None
+        assert self._loop_task is not None and self._wakeup is not None
+        if self._wakeup.cancelled():  # a stray cancel is on its way to the loop task: it lands first
+            return
         coro = self._drain_inbox()
         self._idle = False
         step = inline.first_step(self.loop, self._loop_task, self._context, coro)
@@ -380,7 +382,9 @@ class Connection:
                     self._handoff = None
                     await inline.Resume(*handoff, cancelled)
                 elif cancelled is not None:
-                    raise cancelled
+                    if self._stopping:
+                        raise cancelled
+                    self._stray_cancel()
                 continue
             await self._drain_inbox()
 
@@ -485,6 +489,19 @@ class Connection:
                 cancelled.__cause__ = exc
                 return cancelled
         return exc
+
+    def _stray_cancel(self) -> None:
+        """A cancel reached the parked loop with no handler left to take it.
+
+        Only ``run`` (which sets ``_stopping``) and code running as the
+        dispatch task can cancel it: this one was asked by a handler that
+        returned before its next await (``current_task().cancel()``, a timer it
+        left behind). The loop takes the cancel back and keeps serving (R24).
+        """
+        task = self._loop_task
+        if task is not None and task.cancelling():
+            task.uncancel()
+        log.warning("a handler cancelled the dispatch task and returned; the cancel is dropped")
 
     # -- outgoing ---------------------------------------------------------------------
     def send_request(self, method: str, params: Any = None) -> PendingRequest:
