@@ -20,6 +20,12 @@ Work that must not hold the loop is started with ``spawn`` (R21), or by the
 ACP layer's background pool. Awaiting a PendingRequest from the loop raises
 DeadlockError instead of hanging.
 
+Whatever a handler raises is answered once and the loop goes on (R24); only
+KeyboardInterrupt, SystemExit and GeneratorExit pass through. Handlers run as
+the dispatch task, in its context, inline or not: a cancel asked of that task
+while a handler runs is the handler's (-32800), and only cancelling ``run``
+itself stops the connection.
+
 Lifecycle is OPEN -> DRAINING -> CLOSED. EOF on the read side (or a failed
 write side) ends the loop after the inbox is drained; then the shutdown hooks
 run (the ACP layer cancels prompts and applies the grace period, R13-R14),
