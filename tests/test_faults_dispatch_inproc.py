@@ -256,8 +256,14 @@ def test_inline_dispatch_fed_from_inside_the_dispatch_context_falls_back_to_the_
     run(body())
 
 
-@pytest.mark.parametrize("busy", [False, True], ids=["parked", "in-a-handler"])
-def test_r24_cancelling_run_itself_stops_the_connection_and_answers_what_is_open(run: Any, busy: bool) -> None:
+@pytest.mark.parametrize(
+    ("busy", "target"),
+    [(False, "run"), (True, "run"), (False, "dispatch-task")],
+    ids=["parked", "in-a-handler", "dispatch-task-parked"],
+)
+def test_r24_cancelling_run_itself_stops_the_connection_and_answers_what_is_open(
+    run: Any, busy: bool, target: str
+) -> None:
     async def body() -> None:
         h = ConnectionHarness()
         entered = asyncio.Event()
@@ -275,7 +281,11 @@ def test_r24_cancelling_run_itself_stops_the_connection_and_answers_what_is_open
         if busy:
             rid = h.request("hangs")
             await entered.wait()
-        h.task.cancel()  # the host gives up on the connection: not the handler's cancel
+        if target == "run":
+            h.task.cancel()  # the host gives up on the connection: not the handler's cancel
+        else:
+            assert h.conn._loop_task is not None
+            h.conn._loop_task.cancel()  # as asyncio.run's clean-up does to every task left
         with pytest.raises(asyncio.CancelledError):
             await h.task
         assert h.conn.state.value == "closed"

@@ -23,8 +23,8 @@ DeadlockError instead of hanging.
 Whatever a handler raises is answered once and the loop goes on (R24); only
 KeyboardInterrupt, SystemExit and GeneratorExit pass through. Handlers run as
 the dispatch task, in its context, inline or not: a cancel asked of that task
-while a handler runs is the handler's (-32800), and only cancelling ``run``
-itself stops the connection.
+while a handler runs is the handler's (-32800); cancelling ``run`` itself, or
+the dispatch task while it waits for input, stops the connection.
 
 Lifecycle is OPEN -> DRAINING -> CLOSED. EOF on the read side (or a failed
 write side) ends the loop after the inbox is drained; then the shutdown hooks
@@ -198,6 +198,7 @@ class Connection:
         self._context = contextvars.copy_context()
         self._current_handler: str | None = None
         self._stopping = False  # run() was cancelled: cancels are the connection's, not a handler's
+        self._stray = False  # a handler run inline cancelled the parked dispatch task and returned
         writer.on_failure = self._writer_failed
 
     # -- registration ------------------------------------------------------------
@@ -272,6 +273,7 @@ class Connection:
         finished, value = step
         if finished:
             self._idle = True
+            self._stray = self._wakeup.cancelled()
             return
         self._handoff = (coro, value)
         self._wake()
@@ -364,12 +366,16 @@ class Connection:
 
     async def _dispatch_loop(self) -> None:
         inbox = self._inbox
+        task = self._loop_task
+        assert task is not None
         while True:
             if not inbox:
                 if self._eof:
                     return
                 # The batch is done: answers leave now, not a loop turn later.
                 self.writer.flush()
+                # A cancel asked while a handler ran on this task and left unused lands here.
+                stray = task.cancelling() > 0
                 self._wakeup = self.loop.create_future()
                 self._idle = True
                 cancelled: asyncio.CancelledError | None = None
@@ -388,8 +394,9 @@ class Connection:
                     self._handoff = None
                     await inline.Resume(*handoff, cancelled)
                 elif cancelled is not None:
-                    if self._stopping:
-                        raise cancelled
+                    if self._stopping or not (stray or self._stray):
+                        raise cancelled  # cancelled from outside while parked: stop
+                    self._stray = False
                     self._stray_cancel()
                 continue
             await self._drain_inbox()
@@ -497,12 +504,12 @@ class Connection:
         return exc
 
     def _stray_cancel(self) -> None:
-        """A cancel reached the parked loop with no handler left to take it.
+        """A cancel asked by a handler that returned before its next await reached the parked loop.
 
-        Only ``run`` (which sets ``_stopping``) and code running as the
-        dispatch task can cancel it: this one was asked by a handler that
-        returned before its next await (``current_task().cancel()``, a timer it
-        left behind). The loop takes the cancel back and keeps serving (R24).
+        (``current_task().cancel()`` with nothing after it.) No handler is
+        left to take it, so the loop takes it back and keeps serving (R24). A
+        cancel asked while the loop was already parked came from outside and
+        stops the connection instead.
         """
         task = self._loop_task
         if task is not None and task.cancelling():
