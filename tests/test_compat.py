@@ -131,10 +131,12 @@ def test_r10_compat_cancel_mid_stream_answers_cancelled_and_calls_sdk_cancel(run
 
 def test_r10_compat_cancel_in_same_chunk_as_prompt_cancels_it(run: Any) -> None:
     async def body() -> None:
-        h, _sample, sid = await _start()
+        h, sample, sid = await _start()
         prompt = h.request_obj("session/prompt", prompt_params(sid, "wait"))
         h.send(prompt, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
         assert (await h.response(prompt["id"]))["result"] == {"stopReason": "cancelled"}
+        # Cancelled before its task ran a step: the SDK agent's prompt is never called (R10).
+        assert _calls(sample, "prompt") == [] and h.updates(sid) == []
         await close_and_check(h)
 
     run(body())
