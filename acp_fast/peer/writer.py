@@ -90,14 +90,20 @@ class Writer:
         return (self._paused or self.buffered > self._high) and self.failed is None
 
     async def drain(self) -> None:
-        """Wait while output is above the high-water mark (R26)."""
-        while self.must_wait:
-            self._flush()
-            if not self.must_wait:
-                return
-            if self._drain_waiter is None or self._drain_waiter.done():
-                self._drain_waiter = self._loop.create_future()
-            await asyncio.shield(self._drain_waiter)
+        """Wait while output is above the high-water mark (R26).
+
+        One drain cycle at most: a producer woken because the pipe drained
+        returns even if others refilled it meanwhile (answers never wait), so
+        it cannot starve behind them; it waits again after its next write.
+        """
+        if not self.must_wait:
+            return
+        self._flush()
+        if not self.must_wait:
+            return
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = self._loop.create_future()
+        await asyncio.shield(self._drain_waiter)
 
     def _wake_drainers(self) -> None:
         w = self._drain_waiter
