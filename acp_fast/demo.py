@@ -30,6 +30,8 @@ MODES = [
     {"id": "code", "name": "Code", "description": "May read and write files"},
 ]
 MODELS = [{"value": "demo-small", "name": "Demo small"}, {"value": "demo-large", "name": "Demo large"}]
+_MODE_IDS = frozenset(m["id"] for m in MODES)
+_MODEL_VALUES = frozenset(m["value"] for m in MODELS)
 COMMANDS: list[dict[str, Any]] = [
     {"name": "stream", "description": "stream N chunks DELAY_MS apart", "input": {"hint": "N DELAY_MS"}},
     {"name": "tool", "description": "run a pretend tool after asking permission"},
@@ -177,13 +179,13 @@ class DemoAgent(Agent):
         self.history.pop(session_id, None)
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
-        if mode_id not in {m["id"] for m in MODES}:
+        if mode_id not in _MODE_IDS:
             raise InvalidParams(f"unknown mode {mode_id!r}", {"modeId": mode_id})
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: str | bool, **kwargs: Any
     ) -> dict[str, Any]:
-        if config_id != "model" or value not in {m["value"] for m in MODELS}:
+        if config_id != "model" or value not in _MODEL_VALUES:
             raise InvalidParams(f"unknown option {config_id!r}={value!r}", {"configId": config_id})
         return {"configOptions": [self._model_option(str(value))]}
 

@@ -20,7 +20,7 @@ import enum
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..wire.errors import InvalidParams
@@ -57,8 +57,15 @@ def _is_str_list(v: Any) -> bool:
     return type(v) is list and all(type(x) is str for x in v)
 
 
-def _is_abs_path(v: Any) -> bool:
-    return type(v) is str and os.path.isabs(v)
+if os.name == "posix":  # what posixpath.isabs tests, without its two calls
+
+    def _is_abs_path(v: Any) -> bool:
+        return type(v) is str and v.startswith("/")
+
+else:  # pragma: no cover
+
+    def _is_abs_path(v: Any) -> bool:
+        return type(v) is str and os.path.isabs(v)
 
 
 def _is_abs_path_list(v: Any) -> bool:
@@ -91,6 +98,10 @@ _EXPECT: Final[dict[Check, str]] = {
 }
 
 
+#: Checks that are one exact-type test: parse compares ``type(value)`` inline instead of calling them.
+_PLAIN_TYPE: Final[dict[Check, type]] = {_is_str: str, _is_int: int, _is_obj: dict, _is_list: list}
+
+
 @dataclass(frozen=True, slots=True)
 class Field:
     wire: str
@@ -104,6 +115,10 @@ def _f(wire: str, check: Check, required: bool = True) -> Field:
     return Field(wire, py, check, required)
 
 
+#: One field as parse walks it: (wire, py, exact type or None, check, required).
+_Step = tuple[str, str, "type | None", Check, bool]
+
+
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
     method: str
@@ -111,31 +126,39 @@ class MethodSpec:
     attr: str  # the Agent method that handles it
     fields: tuple[Field, ...]
     notification: bool = False
+    _steps: tuple[_Step, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        steps = tuple((f.wire, f.py, _PLAIN_TYPE.get(f.check), f.check, f.required) for f in self.fields)
+        object.__setattr__(self, "_steps", steps)
 
     def parse(self, params: Any) -> dict[str, Any]:
-        """Validate wire params and return handler kwargs (snake_case)."""
-        if params is None:
+        """Validate wire params and return handler kwargs (snake_case).
+
+        Runs for every request: plain type checks are inline comparisons,
+        the rest one call each.
+        """
+        if type(params) is not dict:
+            if params is not None:
+                raise InvalidParams(f"Invalid params for {self.method}: expected an object")
             params = {}
-        elif type(params) is not dict:
-            raise InvalidParams(f"Invalid params for {self.method}: expected an object")
         kwargs: dict[str, Any] = {}
-        for f in self.fields:
-            value = params.get(f.wire)
+        for wire, py, kind, check, required in self._steps:
+            value = params.get(wire)
             if value is None:
-                if f.required:
+                if required:
                     raise InvalidParams(
-                        f"Invalid params for {self.method}: missing required field {f.wire!r}",
-                        {"field": f.wire},
+                        f"Invalid params for {self.method}: missing required field {wire!r}",
+                        {"field": wire},
                     )
-                kwargs[f.py] = None
-                continue
-            if not f.check(value):
+                kwargs[py] = None
+            elif type(value) is kind or (kind is None and check(value)):
+                kwargs[py] = value
+            else:
                 raise InvalidParams(
-                    f"Invalid params for {self.method}: field {f.wire!r} must be "
-                    f"{_EXPECT[f.check]}",
-                    {"field": f.wire},
+                    f"Invalid params for {self.method}: field {wire!r} must be {_EXPECT[check]}",
+                    {"field": wire},
                 )
-            kwargs[f.py] = value
         meta = params.get("_meta")
         if meta is not None and type(meta) is dict:
             kwargs["field_meta"] = meta
