@@ -145,9 +145,9 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
     bound(f"updates/s ({n} prompts) >= 0.7x floor", f"updates_per_s_{n}", "per_s", "floor", 0.7, False)
     mine, bare = _get(results, "handshake", "acp_fast", "p50_ms"), _get(results, "handshake", BARE, "p50_ms")
     if mine is not None and bare:
-        out.append(Goal("handshake <= 1.5x bare python start", mine / bare <= 1.5, f"{mine / bare:.2f}x"))
+        out.append(Goal("handshake <= 1.3x bare python start", mine / bare <= 1.3, f"{mine / bare:.2f}x"))
     else:
-        out.append(Goal("handshake <= 1.5x bare python start", None, "needs acp_fast"))
+        out.append(Goal("handshake <= 1.3x bare python start", None, "needs acp_fast"))
     behind, compared = [], 0
     for label, scenario, key, lower, _fmt in ROWS:
         m, o = _get(results, scenario, "acp_fast", key), _get(results, scenario, "sdk", key)
