@@ -30,6 +30,8 @@ MODES = [
     {"id": "code", "name": "Code", "description": "May read and write files"},
 ]
 MODELS = [{"value": "demo-small", "name": "Demo small"}, {"value": "demo-large", "name": "Demo large"}]
+_MODE_IDS = frozenset(m["id"] for m in MODES)
+_MODEL_VALUES = frozenset(m["value"] for m in MODELS)
 COMMANDS: list[dict[str, Any]] = [
     {"name": "stream", "description": "stream N chunks DELAY_MS apart", "input": {"hint": "N DELAY_MS"}},
     {"name": "tool", "description": "run a pretend tool after asking permission"},
@@ -79,6 +81,24 @@ class DemoMcpProvider(McpProvider):
         raise MethodNotFound(f"Method not found: {method}", {"method": method})
 
 
+def _model_option(value: str) -> dict[str, Any]:
+    return {
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": value,
+        "options": MODELS,
+    }
+
+
+#: What a new, loaded or resumed session starts with; built once.
+_SESSION_STATE: dict[str, Any] = {
+    "modes": {"currentModeId": "ask", "availableModes": MODES},
+    "configOptions": [_model_option("demo-small")],
+}
+
+
 class DemoAgent(Agent):
     """A deterministic agent for demos, interop tests and benchmarks."""
 
@@ -104,21 +124,7 @@ class DemoAgent(Agent):
         }
 
     def _session_state(self) -> dict[str, Any]:
-        return {
-            "modes": {"currentModeId": "ask", "availableModes": MODES},
-            "configOptions": [self._model_option("demo-small")],
-        }
-
-    @staticmethod
-    def _model_option(value: str) -> dict[str, Any]:
-        return {
-            "id": "model",
-            "name": "Model",
-            "category": "model",
-            "type": "select",
-            "currentValue": value,
-            "options": MODELS,
-        }
+        return dict(_SESSION_STATE)  # shared inner values: the server only reads them
 
     async def new_session(
         self,
@@ -130,7 +136,7 @@ class DemoAgent(Agent):
         session_id = f"demo-{len(self.cwd) + 1}"
         self.cwd[session_id] = cwd
         self.history[session_id] = []
-        return {"sessionId": session_id, **self._session_state()}
+        return {"sessionId": session_id, **_SESSION_STATE}
 
     async def load_session(
         self,
@@ -177,15 +183,15 @@ class DemoAgent(Agent):
         self.history.pop(session_id, None)
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
-        if mode_id not in {m["id"] for m in MODES}:
+        if mode_id not in _MODE_IDS:
             raise InvalidParams(f"unknown mode {mode_id!r}", {"modeId": mode_id})
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: str | bool, **kwargs: Any
     ) -> dict[str, Any]:
-        if config_id != "model" or value not in {m["value"] for m in MODELS}:
+        if config_id != "model" or value not in _MODEL_VALUES:
             raise InvalidParams(f"unknown option {config_id!r}={value!r}", {"configId": config_id})
-        return {"configOptions": [self._model_option(str(value))]}
+        return {"configOptions": [_model_option(str(value))]}
 
     async def on_session_start(self, session_id: str) -> None:
         await self.client.available_commands_update(session_id, COMMANDS)

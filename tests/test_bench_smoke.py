@@ -24,6 +24,7 @@ SCENARIOS = [
     "cancel_idle",
     "control_idle",
     "requests_per_s",
+    "sessions_per_s",
     "updates_per_s_1",
     "updates_per_s_32",
     "cancel_busy",
@@ -31,7 +32,7 @@ SCENARIOS = [
     "memory",
 ]
 TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "300", "--updates-one", "40",
-        "--updates-each", "3", "--sessions", "5", "--handshakes", "1"]  # fmt: skip
+        "--updates-each", "3", "--sessions", "5", "--new-sessions", "50", "--handshakes", "1"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -56,6 +57,7 @@ def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path
     for target in ("acp_fast", "sdk", "floor"):
         assert results["cancel_idle"][target]["n"] == 3
         assert results["requests_per_s"][target]["count"] == 300
+        assert results["sessions_per_s"][target]["count"] == 50
     assert "bare" in results["handshake"]
     assert {g["text"] for g in report["goals"]} >= {"every answer was correct"}
     assert "| metric | acp_fast | sdk | floor |" in proc.stdout

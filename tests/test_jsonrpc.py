@@ -312,3 +312,11 @@ def test_r25_framer_head_of_an_over_limit_line_yields_its_id(framer_cls: type) -
     assert jsonrpc.recover_id(frames[0].head) == "big-1"
     nxt = jsonrpc.decode(frames[1])
     assert type(nxt) is Request and nxt.id == 2
+
+
+@pytest.mark.parametrize("rid", [0, 7, -3, 2**63 - 1, "s", None])
+@pytest.mark.parametrize("result", [{}, {"a": 1}, [], None])
+def test_encode_result_is_the_generic_envelope_byte_for_byte(rid: Any, result: Any) -> None:
+    """The preformatted empty-result answer must be exactly what orjson writes for the dict."""
+    generic = orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result}, option=orjson.OPT_APPEND_NEWLINE)
+    assert jsonrpc.encode_result(rid, result) == generic

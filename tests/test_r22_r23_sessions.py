@@ -213,3 +213,41 @@ def test_r23_run_until_inside_an_ordered_handler_raises_deadlock_error_at_once(r
         await pair.close()
 
     run(body())
+
+
+class GatedStartAgent(Agent):
+    """Each on_session_start records its session, announces it, then waits for the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.started: list[str] = []
+        self.opened = 0
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any], **kwargs: Any) -> dict[str, Any]:
+        self.opened += 1
+        return {"sessionId": f"g{self.opened}"}
+
+    async def on_session_start(self, session_id: str) -> None:
+        self.started.append(session_id)
+        await self.client.available_commands_update(session_id, [])  # output: wakes Harness.wait_for
+        await self.gate.wait()
+
+
+def test_r22_more_new_sessions_than_the_spawn_limit_all_get_their_callback_in_order(run: Any) -> None:
+    """Start callbacks that cannot run yet wait their turn: none is dropped for the spawn limit."""
+
+    async def body() -> None:
+        agent = GatedStartAgent()
+        h = Harness(agent, limits=Limits(max_spawned=4))
+        await h.initialize()
+        ids = [h.request("session/new", {"cwd": CWD, "mcpServers": []}) for _ in range(10)]
+        sids = [(await h.response(i))["result"]["sessionId"] for i in ids]
+        assert len(set(sids)) == 10
+        await h.wait_for(lambda: len(agent.started) == 2)  # half of max_spawned at once
+        assert h.conn.counts["spawned"] == 2
+        agent.gate.set()
+        await h.wait_for(lambda: len(agent.started) == 10)
+        assert agent.started == sids
+        await close_and_check(h)
+
+    run(body())

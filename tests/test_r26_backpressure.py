@@ -163,3 +163,39 @@ def test_r13_r26_lines_held_at_a_pause_are_dropped_when_reading_is_closed(run: A
         h.assert_no_leaks()
 
     run(body())
+
+
+def test_r26_a_waiting_producer_is_not_starved_by_answers_that_refill_the_pipe(run: Any) -> None:
+    """Woken by a drained pipe, a producer goes on even if answers refilled it before it ran.
+
+    Answers never wait, so under a flood of cheap requests the pipe is full
+    again by the time a woken producer runs; re-checking would park every
+    session-start callback for good (their tasks then pile up to the spawn
+    limit). The bound still holds: a producer waits again after its next write.
+    """
+
+    async def body() -> None:
+        h = ConnectionHarness(limits=Limits(write_high_water=4 * KiB, write_low_water=1 * KiB))
+
+        def fill() -> None:
+            h.transport.stall()
+            for n in range(100):  # bounded: the pipe pauses past 4 KiB
+                if h.transport.paused:
+                    return
+                h.conn.send_notification("_fill/item", {"n": n, "pad": PAD})
+            raise AssertionError("the pipe never paused")
+
+        fill()
+        drained = asyncio.ensure_future(h.conn.drain())
+        await asyncio.sleep(0)
+        assert not drained.done()
+        h.transport.unstall()  # the pipe drains: the producer is woken ...
+        fill()  # ... and before it runs, answers fill the pipe again
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert drained.done()
+        assert h.conn.writer.must_wait  # it went on although the pipe is full again
+        h.transport.unstall()
+        await close_and_check(h)
+
+    run(body())

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..peer.connection import Connection, IncomingRequest
-from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound
+from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound, ServerBusy
 from ..wire.jsonrpc import Notification
 from .base import CAPABILITY_OF, Agent, Turn, _current_context, _current_turn, implements
 from .client_handle import Client
@@ -106,6 +107,17 @@ class AgentServer:
             for method, handler in self._control.items()
             if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in self._implemented
         }
+        # Every request method in one lookup: its spec and, for a served control method, its handler.
+        self._routes: dict[str, tuple[MethodSpec, ControlHandler | None]] = {
+            method: (spec, self._served.get(method))
+            for method, spec in AGENT_METHODS.items()
+            if not spec.notification
+        }
+        # R22 phase two: opened sessions whose on_session_start is not spawned yet, in order.
+        self._to_start: deque[str] = deque()
+        self._start_scheduled = False
+        self._starts_running = 0
+        self._max_starts = max(1, self.limits.max_spawned // 2)
         self._idle_timer: asyncio.TimerHandle | None = None
         on_server = getattr(agent, "on_server", None)  # an adapter (compat) claims requests first
         if on_server is not None:
@@ -123,23 +135,24 @@ class AgentServer:
     # -- incoming --------------------------------------------------------------------
     async def _on_request(self, req: IncomingRequest) -> bool:
         method = req.method
-        spec = AGENT_METHODS.get(method)
-        if spec is None or spec.notification:
+        route = self._routes.get(method)
+        if route is None:
             if method.startswith("_") and "ext_method" in self._implemented:
                 self._require_initialized(method)
                 await self._ext_request(req)
                 return True
             raise MethodNotFound(f"Method not found: {method}", {"method": method})
-        self._require_initialized(method)
+        if not self.context.initialized and method != "initialize":
+            raise InvalidRequest(f"Invalid request: {method} before initialize")
+        spec, handler = route
         kwargs = spec.parse(req.params)
+        if handler is not None:  # a served control method: answered before the next message (R01)
+            req.respond(await handler(kwargs))
+            return True
         if spec.lane is Lane.BACKGROUND:
             self._admit(req, spec, kwargs)
             return True
-        handler = self._served.get(method)
-        if handler is None:
-            raise MethodNotFound(f"Method not found: {method} (not supported by this agent)")
-        req.respond(await handler(kwargs))
-        return True
+        raise MethodNotFound(f"Method not found: {method} (not supported by this agent)")
 
     def _require_initialized(self, method: str) -> None:
         if not self.context.initialized and method != "initialize":
@@ -313,35 +326,76 @@ class AgentServer:
         modes = result.get("modes")
         if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
             session.mode_id = modes["currentModeId"]
-        self.conn.loop.call_soon(self._start_session, session_id)
+        self._to_start.append(session_id)
+        if not self._start_scheduled:  # one callback per loop turn starts the sessions opened in it
+            self._start_scheduled = True
+            self.conn.loop.call_soon(self._start_sessions)
         return session
 
-    def _start_session(self, session_id: str) -> None:
-        """Phase two of R22: the user's callback, spawned after the response is written."""
-        if session_id in self.sessions and self.conn.state.value == "open":
-            self.conn.spawn(self.agent.on_session_start(session_id), name=f"acp.session_start:{session_id}")
+    def _check_start_room(self) -> None:
+        """Refuse to open a session while max_sessions of them wait for their start callback."""
+        if len(self._to_start) >= self.limits.max_sessions:
+            raise ServerBusy(
+                f"{len(self._to_start)} new sessions are waiting for on_session_start "
+                f"(limit {self.limits.max_sessions}); retry later"
+            )
+
+    def _start_sessions(self) -> None:
+        """Phase two of R22: the user's callbacks, spawned after the responses are written.
+
+        At most half of max_spawned run at once; the rest wait here, in order,
+        and start as those end. A client pipelining session/new otherwise fills
+        the spawn limit with callbacks parked behind a full pipe (answers never
+        wait, so that pipe stays full while the client keeps asking).
+        """
+        self._start_scheduled = False
+        queue = self._to_start
+        while queue and self._starts_running < self._max_starts:
+            session_id = queue.popleft()
+            if session_id not in self.sessions or self.conn.state.value != "open":
+                continue
+            try:
+                task = self.conn.spawn(self.agent.on_session_start(session_id), name=f"acp.session_start:{session_id}")
+            except ServerBusy as exc:  # other spawned work fills the limit; the rest still start
+                log.warning("on_session_start(%r) not run: %s", session_id, exc.message)
+                continue
+            self._starts_running += 1
+            task.add_done_callback(self._session_started)
+
+    def _session_started(self, _task: asyncio.Task[Any]) -> None:
+        self._starts_running -= 1
+        if self._to_start and not self._start_scheduled:
+            self._start_sessions()
 
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.check_capacity()
+        self._check_start_room()
         result = dict(await self.agent.new_session(**kw) or {})
-        session_id = result.setdefault("sessionId", f"sess_{uuid.uuid4().hex}")
+        if "sessionId" not in result:  # the uuid only when needed: it costs more than the rest of this
+            result["sessionId"] = f"sess_{uuid.uuid4().hex}"
+        session_id = result["sessionId"]
         self._open(session_id, kw, result)
         return result
 
     async def _load_session(self, kw: Kwargs) -> dict[str, Any]:
+        self._check_start_room()
         result = dict(await self.agent.load_session(**kw) or {})
         self._open(kw["session_id"], kw, result)
         return result
 
     async def _resume_session(self, kw: Kwargs) -> dict[str, Any]:
+        self._check_start_room()
         result = dict(await self.agent.resume_session(**kw) or {})
         self._open(kw["session_id"], kw, result)
         return result
 
     async def _fork_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.get(kw["session_id"])
+        self._check_start_room()
         result = dict(await self.agent.fork_session(**kw) or {})
-        new_id = result.setdefault("sessionId", f"sess_{uuid.uuid4().hex}")
+        if "sessionId" not in result:
+            result["sessionId"] = f"sess_{uuid.uuid4().hex}"
+        new_id = result["sessionId"]
         self._open(new_id, kw, result)
         return result
 

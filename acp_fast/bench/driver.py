@@ -12,9 +12,9 @@ and talks ACP to it over its stdin/stdout, in the same run, side by side:
 
 Scenarios (all with ``stream N DELAY_MS`` prompts): cancel during a long
 prompt and a cheap request during a long prompt, each idle and with 31
-other sessions streaming at full speed; pipelined cheap requests per
-second; ``session/update`` notifications per second from one fast prompt
-and from 32; RSS per open session and per running prompt; and handshake
+other sessions streaming at full speed; pipelined cheap requests and
+pipelined ``session/new`` per second; ``session/update`` notifications per
+second from one fast prompt and from 32; RSS per open session and per running prompt; and handshake
 time (spawn to the ``session/new`` answer) next to a bare
 ``python -c "import asyncio, uvloop, orjson"``. A target that lacks what a
 scenario needs is reported ``unsupported`` for it. Speed is reported, never

@@ -39,6 +39,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "cancel_idle": (SESSION, STREAM, CANCEL),
     "control_idle": (SESSION, CHEAP, STREAM, CANCEL),
     "requests_per_s": (SESSION, CHEAP),
+    "sessions_per_s": (SESSION,),
     "updates_per_s_1": (SESSION, STREAM),
     "updates_per_s_32": (SESSION, STREAM),
     "cancel_busy": (SESSION, STREAM, CANCEL),

@@ -28,6 +28,7 @@ from .scenarios import (
     start_busy,
     stop_prompts,
     throughput_requests,
+    throughput_sessions,
     throughput_updates,
 )
 from .stats import percentile
@@ -42,12 +43,30 @@ class Sizes:
     updates_one: int
     updates_each: int
     sessions: int
+    new_sessions: int
     handshakes: int
 
 
-QUICK = Sizes(cancels=40, controls=40, pipelined=4000, updates_one=8000, updates_each=250, sessions=200, handshakes=3)
+QUICK = Sizes(
+    cancels=40,
+    controls=40,
+    pipelined=4000,
+    updates_one=8000,
+    updates_each=250,
+    sessions=200,
+    new_sessions=2000,
+    handshakes=3,
+)
+# new_sessions stays under the 10,000 sessions one acp_fast connection holds by default.
 FULL = Sizes(
-    cancels=300, controls=300, pipelined=30000, updates_one=60000, updates_each=2000, sessions=2000, handshakes=10
+    cancels=300,
+    controls=300,
+    pipelined=30000,
+    updates_one=60000,
+    updates_each=2000,
+    sessions=2000,
+    new_sessions=8000,
+    handshakes=10,
 )
 
 
@@ -210,6 +229,8 @@ class Runner:
                 one("updates_per_s_1", lambda a, sid, sup: throughput_updates(a, [sid], s.updates_one, sup)),
             ),
             ((f"updates_per_s_{PROMPTS_AT_ONCE}",), one(f"updates_per_s_{PROMPTS_AT_ONCE}", more_sessions)),
+            # Last: the agents may announce each new session, which the update counts above must not see.
+            (("sessions_per_s",), one("sessions_per_s", lambda a, _sid, _sup: throughput_sessions(a, s.new_sessions))),
         ]
 
     async def busy(self, a: AgentProcess, sid: str, wanted: Collection[str]) -> dict[str, dict[str, Any]]:

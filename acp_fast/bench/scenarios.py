@@ -12,7 +12,7 @@ import asyncio
 import random
 import time
 
-from .probe import CHEAP, ENDLESS, LONG_PROMPT_DELAY_MS, Support
+from .probe import CHEAP, ENDLESS, LONG_PROMPT_DELAY_MS, NEW_SESSION, Support
 from .process import AgentProcess, Response, prompt_params
 from .stats import Latency, Rate
 
@@ -86,6 +86,13 @@ async def throughput_requests(a: AgentProcess, sid: str, n: int, sup: Support) -
     params = [sup.cheap_params(sid, 0), sup.cheap_params(sid, 1)]
     start = _NOW()
     p = await a.pipeline(sup.cheap_method, lambda i: params[i % 2], n)
+    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n)
+
+
+async def throughput_sessions(a: AgentProcess, n: int) -> Rate:
+    """Pipelined ``session/new``: the per-request cost of a method that does real work in an agent."""
+    start = _NOW()
+    p = await a.pipeline("session/new", lambda _i: NEW_SESSION, n)
     return Rate(n, (p.last_ns - start) / 1e9, p.ok == n)
 
 

@@ -100,11 +100,16 @@ class Writer:
         return self._paused and self.failed is None
 
     async def drain(self) -> None:
-        """Wait while output is above the high-water mark (R26)."""
-        while self.must_wait:
-            self._flush()
-            if not self.must_wait:
-                return
+        """Wait while output is above the high-water mark (R26).
+
+        One flow cycle at most: a producer woken because the pipe drained (or
+        by ``wake``) goes on even if others refilled it meanwhile, so it cannot
+        starve behind them; it waits again after its next write.
+        """
+        if not self.must_wait:
+            return
+        self._flush()
+        if self.must_wait:
             await self.wait_flow()
 
     async def wait_flow(self) -> None:

@@ -24,6 +24,7 @@ _INT64_MAX: Final = 2**63 - 1
 _DUMPS = orjson.dumps
 _LOADS = orjson.loads
 _NL = orjson.OPT_APPEND_NEWLINE
+_NO_ID: Final = object()
 
 
 class Request:
@@ -156,12 +157,26 @@ def _classify_slow(obj: Any) -> Message:
 
 
 def decode(line: bytes | bytearray | memoryview | str) -> Message:
-    """Parse and classify one framed line."""
+    """Parse and classify one framed line.
+
+    Runs for every incoming message, so the fast path of ``classify`` is
+    repeated here rather than called.
+    """
     try:
         obj = _LOADS(line)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"Parse error: {exc}") from None
-    return classify(obj)
+    if type(obj) is dict and obj.get("jsonrpc") == "2.0":
+        method = obj.get("method")
+        if type(method) is str:
+            params = obj.get("params")
+            if params is None or type(params) is dict or type(params) is list:
+                rid = obj.get("id", _NO_ID)
+                if rid is _NO_ID:
+                    return Notification(method, params)
+                if type(rid) is str or (type(rid) is int and _INT64_MIN <= rid <= _INT64_MAX):
+                    return Request(rid, method, params)
+    return _classify_slow(obj)
 
 
 def _kind(obj: Any) -> str:
@@ -188,6 +203,8 @@ def encode_notification(method: str, params: Any) -> bytes:
 
 
 def encode_result(id: JsonId, result: Any) -> bytes:
+    if type(id) is int and type(result) is dict and not result:  # the commonest answer, without a dict
+        return b'{"jsonrpc":"2.0","id":%d,"result":{}}\n' % id
     return _DUMPS({"jsonrpc": "2.0", "id": id, "result": result}, option=_NL)
 
 

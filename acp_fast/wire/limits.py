@@ -39,10 +39,12 @@ MAX_INBOX = 1024
 #: terminal, mcp). A further one fails at once instead of piling up.
 MAX_PENDING_OUTGOING = 1024
 
-#: Tasks started with ``Connection.spawn`` alive at once.
+#: Tasks started with ``Connection.spawn`` alive at once. Session-start
+#: callbacks (R22) take at most half; later ones wait in order for a slot.
 MAX_SPAWNED = 1024
 
 #: Sessions one connection may hold. Ten thousand idle sessions cost a few MiB.
+#: Also the most new sessions whose start callback may wait for a slot.
 MAX_SESSIONS = 10_000
 
 #: Open MCP-over-ACP connections per ACP connection (R17).
