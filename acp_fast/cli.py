@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -34,6 +34,15 @@ _HELP = {
     "shutdown_grace_s": "seconds background work gets after EOF before it is aborted (R14)",
     "abort_join_s": "seconds to wait for aborted tasks before abandoning them",
     "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
+    "max_connections": "--listen: open connections per process; the next upgrade gets 503",
+    "max_sessions_total": "--listen: sessions across all connections of the process",
+    "max_running_prompts": "--listen: prompts running at once across all connections",
+    "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
+    "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
+    "ping_interval_s": "--listen: ping a connection idle this long",
+    "ping_timeout_s": "--listen: close a connection whose ping is unanswered this long",
+    "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
+    "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
 }
 
 
@@ -68,6 +77,24 @@ def _parser() -> argparse.ArgumentParser:
             default=default,
             help=f"{_HELP[f.name]} (default {default})",
         )
+    net = common.add_argument_group("hosting (needs the server extra)")
+    net.add_argument(
+        "--listen",
+        metavar="HOST:PORT|unix:PATH",
+        help="serve many connections over WebSocket at /acp instead of one over stdio",
+    )
+    net.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept upgrades carrying this Origin header (repeatable); browser origins are refused by default",
+    )
+    net.add_argument(
+        "--auth-token-env",
+        metavar="VAR",
+        help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", parents=[common], help="run the embedded demo agent")
     demo.add_argument("--pace-ms", type=float, default=20.0, help="delay between streamed words")
@@ -98,6 +125,49 @@ def _load_agent(target: str, unstable: bool = False) -> Agent:
     return wrapped
 
 
+def _agent_factory(target: str, unstable: bool) -> Callable[[], Agent]:
+    """One agent instance per connection: ``target`` must name a class."""
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
+    if not isinstance(getattr(importlib.import_module(module_name), attr), type):
+        raise SystemExit(f"acp-fast: --listen needs a class (one instance per connection); {target!r} is not one")
+    return lambda: _load_agent(target, unstable=unstable)
+
+
+def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
+    import os
+
+    from .hosting import ListenAddress, bearer_token, run_host
+
+    if args.command == "demo":
+        from .demo import DemoAgent
+
+        pace_ms = args.pace_ms
+        factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=pace_ms)  # noqa: E731
+    else:
+        sys.path.insert(0, "")
+        factory = _agent_factory(args.target, args.unstable)
+    authorize = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env, "")
+        if not token:
+            raise SystemExit(f"acp-fast: --auth-token-env {args.auth_token_env}: the variable is empty or unset")
+        authorize = bearer_token(token)
+    try:
+        address = ListenAddress.parse(args.listen)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --listen: {exc}") from None
+    run_host(
+        factory,
+        address,
+        limits,
+        use_uvloop=not args.no_uvloop,
+        authorize=authorize,
+        allowed_origins=args.allow_origin,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
@@ -112,6 +182,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     limits = Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
+    if args.listen:
+        _serve_network(args, limits)
+        return
     if args.command == "demo":
         from .demo import DemoAgent
 

@@ -12,9 +12,10 @@ client's cost is the same for every server), then:
   divided by the count is its cost per idle connection (KiB).
 
 ``picows-2k`` is picows with a 2 KiB initial read buffer (its default is 16
-KiB; the buffer grows when a larger frame arrives). permessage-deflate is off everywhere (``websockets`` negotiates it by default
-otherwise). The machine is shared: compare the ratios of one run, not the
-absolute numbers of different runs.
+KiB; the buffer grows when a larger frame arrives). permessage-deflate is off
+everywhere (``websockets`` negotiates it by default otherwise). The machine
+is shared: compare the ratios of one run, not the absolute numbers of
+different runs.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def main() -> None:
         return
     import resource
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     import uvloop
 

@@ -63,13 +63,21 @@ def _del_path(obj: dict[str, Any], path: tuple[str, ...]) -> None:
 class AgentServer:
     """Serves one Agent on one Connection."""
 
-    def __init__(self, agent: Agent, conn: Connection) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        conn: Connection,
+        sessions: SessionTable | None = None,
+        pool: BackgroundPool | None = None,
+    ) -> None:
+        """``sessions`` and ``pool`` replace the per-connection defaults: a host
+        passes ones that also count against process-wide limits (R28)."""
         self.agent = agent
         self.conn = conn
         self.limits = conn.limits
         self.context = Context()
-        self.sessions = SessionTable(self.limits.max_sessions)
-        self.pool = BackgroundPool(conn.loop, self.limits.max_background)
+        self.sessions = sessions if sessions is not None else SessionTable(self.limits.max_sessions)
+        self.pool = pool if pool is not None else BackgroundPool(conn.loop, self.limits.max_background)
         self.client = Client(conn, lambda: self.context)
         self.mcp = McpBridge(
             conn,
