@@ -156,6 +156,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         authorize = bearer_token(token)
     try:
         address = ListenAddress.parse(args.listen)
+        if address.unix_path is not None:
+            raise ValueError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
     run_host(

@@ -399,3 +399,30 @@ def test_many_connections_dropped_mid_prompt_free_every_reservation(run: Any) ->
         assert host.counts["accepted"] == n
 
     run(_with_host(body))
+
+
+def test_unix_listen_address_is_refused_clearly(run: Any, tmp_path: Any) -> None:
+    async def main() -> None:
+        with pytest.raises(NotImplementedError, match="unix sockets"):
+            await serve_ws(DemoAgent, unix_path=str(tmp_path / "acp.sock"))
+
+    run(main())
+
+
+def test_unanswered_ping_closes_the_connection(run: Any) -> None:
+    """A client that completes the upgrade, then never answers a ping, is disconnected."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(
+            b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101")
+        rest = await reader.read()  # returns at EOF: the server gave up on the silent client
+        writer.close()
+        assert rest[:1] == b"\x89"  # what it sent first was a ping
+        await _wait_counts_zero(host)
+
+    run(_with_host(body, limits=Limits(ping_interval_s=0.05, ping_timeout_s=0.05)))

@@ -1,6 +1,7 @@
 """Many ACP connections in one process over WebSocket, on one ``/acp`` endpoint (R27-R29).
 
-One ``AcpHost`` listens on TCP or a unix socket. ``GET /acp`` with
+One ``AcpHost`` listens on TCP (unix sockets are not served yet: picows
+sets TCP options on every accepted socket). ``GET /acp`` with
 ``Upgrade: websocket`` becomes one ACP connection: its own agent instance
 (from the factory), Connection, control lane, 32-slot pool and session table,
 exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
@@ -23,9 +24,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import Callable, Collection, Mapping
@@ -117,13 +116,9 @@ class AcpHost:
             "backlog": min(limits.max_connections, 4096),
         }
         if address.unix_path is not None:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(address.unix_path)
-            sock.bind(address.unix_path)
-            self._server = await ws_create_server(self._route, None, None, sock=sock, **options)
-        else:
-            self._server = await ws_create_server(self._route, address.host, address.port, **options)
+            # picows 2.3 sets TCP options on every accepted socket; on AF_UNIX that fails and crashes the loop.
+            raise NotImplementedError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
+        self._server = await ws_create_server(self._route, address.host, address.port, **options)
 
     @property
     def port(self) -> int:
