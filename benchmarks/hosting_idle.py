@@ -1,0 +1,187 @@
+"""Hosting: idle initialized connections held by one process, RSS per connection, set-up rate, cancel latency.
+
+    python benchmarks/hosting_idle.py [--connections 2000] [--cancels 200] [--sdk]
+
+Starts ``acp-fast demo --listen 127.0.0.1:PORT`` (uvloop) and, with
+``--sdk``, the official Python SDK's ASGI app serving its sample agent
+under uvicorn for comparison. One client process (picows) then:
+
+- opens ``--connections`` WebSockets, each ``initialize`` + ``session/new``,
+  in batches of 100 (set-up rate = connections / wall time);
+- reads the server's RSS growth over those connections: KiB per idle
+  initialized connection with one session;
+- on one more connection, ``--cancels`` times: starts a long streaming prompt,
+  waits for its first update, sends ``session/cancel`` and times until the
+  ``cancelled`` answer (p50/p99, microseconds).
+
+The machine is shared and has 2 cores: quote ratios from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _wait_listening(port: int) -> None:
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+async def _measure(url: str, pid: int, n: int, cancels: int) -> dict[str, float]:
+    from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
+
+    ids = itertools.count(1)
+
+    class Client(WSListener):
+        def __init__(self) -> None:
+            self.waiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+            self.first_update: asyncio.Future[None] | None = None
+            self.transport: WSTransport | None = None
+
+        def on_ws_connected(self, transport: WSTransport) -> None:
+            self.transport = transport
+
+        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+            if frame.msg_type != WSMsgType.TEXT:
+                return
+            msg = json.loads(frame.get_payload_as_bytes())
+            if "method" in msg:
+                f = self.first_update
+                if msg["method"] == "session/update" and f is not None and not f.done():
+                    f.set_result(None)
+                return
+            fut = self.waiting.pop(msg.get("id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+
+        def send(self, obj: dict[str, Any]) -> None:
+            assert self.transport is not None
+            self.transport.send(WSMsgType.TEXT, json.dumps(obj).encode())
+
+        async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            rid = next(ids)
+            fut = asyncio.get_running_loop().create_future()
+            self.waiting[rid] = fut
+            self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+            return await fut
+
+    async def open_one() -> tuple[WSTransport, Client, str]:
+        transport, client = await ws_connect(Client, url)
+        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        resp = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+        return transport, client, resp["result"]["sessionId"]
+
+    # warm the server up, then take the baseline
+    warm = [await open_one() for _ in range(20)]
+    for t, _, _ in warm:
+        t.disconnect()
+    await asyncio.sleep(1.0)
+    before = _rss_kib(pid)
+    held = []
+    t0 = time.perf_counter()
+    for start in range(0, n, 100):
+        held.extend(await asyncio.gather(*(open_one() for _ in range(min(100, n - start)))))
+    setup_s = time.perf_counter() - t0
+    await asyncio.sleep(1.0)
+    after = _rss_kib(pid)
+
+    samples: list[float] = []
+    if cancels:
+        _, client, sid = await open_one()
+        for _ in range(cancels):
+            client.first_update = asyncio.get_running_loop().create_future()
+            rid = next(ids)
+            done = asyncio.get_running_loop().create_future()
+            client.waiting[rid] = done
+            client.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "stream 100000 1"}]},
+                }
+            )
+            await client.first_update
+            t1 = time.perf_counter()
+            client.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+            answer = await done
+            samples.append((time.perf_counter() - t1) * 1e6)
+            assert answer["result"]["stopReason"] == "cancelled", answer
+    for t, _, _ in held:
+        t.disconnect()
+    samples.sort()
+    out = {
+        "connections": float(len(held)),
+        "kib_per_conn": (after - before) / len(held),
+        "setup_per_s": len(held) / setup_s,
+        "server_rss_mib": after / 1024,
+    }
+    if samples:
+        out["cancel_p50_us"] = statistics.median(samples)
+        out["cancel_p99_us"] = samples[int(len(samples) * 0.99)]
+    return out
+
+
+def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> dict[str, float]:
+    import uvloop
+
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(port)
+        return uvloop.run(_measure(url, proc.pid, n, cancels))
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", type=int, default=2000)
+    parser.add_argument("--cancels", type=int, default=200)
+    args = parser.parse_args()
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", f"127.0.0.1:{port}"]
+    cmd += ["--max-connections", str(args.connections + 100)]
+    result = _run_server(cmd, port, f"ws://127.0.0.1:{port}/acp", args.connections, args.cancels)
+    print("acp_fast  " + "  ".join(f"{k}={v:.1f}" for k, v in result.items()))
+    print(f"(cpu count {os.cpu_count()}; shared machine, numbers are noisy)")
+
+
+if __name__ == "__main__":
+    main()
