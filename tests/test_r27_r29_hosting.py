@@ -413,16 +413,36 @@ def test_unanswered_ping_closes_the_connection(run: Any) -> None:
     """A client that completes the upgrade, then never answers a ping, is disconnected."""
 
     async def body(host: AcpHost) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
-        writer.write(
-            b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        )
-        head = await reader.readuntil(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 101")
+        reader, writer = await _raw_upgrade(host)
         rest = await reader.read()  # returns at EOF: the server gave up on the silent client
         writer.close()
         assert rest[:1] == b"\x89"  # what it sent first was a ping
         await _wait_counts_zero(host)
 
     run(_with_host(body, limits=Limits(ping_interval_s=0.05, ping_timeout_s=0.05)))
+
+
+async def _raw_upgrade(host: AcpHost) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+    writer.write(
+        b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101")
+    return reader, writer
+
+
+def test_a_close_frame_without_a_status_is_answered_with_a_valid_one(run: Any) -> None:
+    """The TypeScript SDK closes with an empty close frame; echoing its 'code' sent the invalid status 0."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await _raw_upgrade(host)
+        writer.write(b"\x88\x80\x00\x00\x00\x00")  # FIN+close, masked, empty payload
+        reply = await reader.read()  # up to the server's EOF
+        writer.close()
+        assert reply[:2] == b"\x88\x02", reply  # one close frame with a 2-byte status...
+        assert int.from_bytes(reply[2:4], "big") == 1000  # ...that is a valid one: normal closure
+        await _wait_counts_zero(host)
+
+    run(_with_host(body))

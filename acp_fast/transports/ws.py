@@ -44,6 +44,13 @@ CLOSE_TOO_BIG = WSCloseCode.MESSAGE_TOO_BIG
 CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
 
+def _reply_code(received: WSCloseCode) -> WSCloseCode:
+    """The status to answer a client's close with: its own, unless it sent none (or one never sent on the wire)."""
+    if received.value < 1000 or received in (WSCloseCode.ABNORMAL_CLOSURE,):
+        return CLOSE_NORMAL  # an empty close frame: answering "0" would be a protocol error
+    return received
+
+
 class FrameWriteTransport(asyncio.WriteTransport):
     """The Writer's transport over one WebSocket: every line it writes leaves as one text frame."""
 
@@ -198,7 +205,7 @@ class WsPeer(WSListener):
         elif kind is WSMsgType.CLOSE:
             out = self.out
             if out is not None and not out.is_closing():
-                out.close_with(frame.get_close_code())  # the client's close, answered in kind
+                out.close_with(_reply_code(frame.get_close_code()))
             transport.disconnect()  # both close frames exchanged: the handshake is complete
         if frame.last_in_buffer and self._frames_since_end:
             self._frames_since_end = 0
