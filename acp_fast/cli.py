@@ -84,6 +84,13 @@ def _parser() -> argparse.ArgumentParser:
         help="serve many connections over WebSocket at /acp instead of one over stdio",
     )
     net.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --listen: N processes share the port (SO_REUSEPORT); dead ones are restarted (default 1)",
+    )
+    net.add_argument(
         "--allow-origin",
         action="append",
         default=[],
@@ -160,14 +167,26 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             raise ValueError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
-    run_host(
-        factory,
-        address,
-        limits,
-        use_uvloop=not args.no_uvloop,
-        authorize=authorize,
-        allowed_origins=args.allow_origin,
-    )
+    def serve(reuse_port: bool = False) -> None:
+        run_host(
+            factory,
+            address,
+            limits,
+            use_uvloop=not args.no_uvloop,
+            authorize=authorize,
+            allowed_origins=args.allow_origin,
+            reuse_port=reuse_port,
+        )
+
+    if args.workers <= 1:
+        serve()
+        return
+    if not address.port:
+        raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
+    from .hosting.workers import run_workers
+
+    bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
+    raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

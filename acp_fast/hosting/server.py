@@ -103,7 +103,8 @@ class AcpHost:
         self.accepted = 0
 
     # -- listening -------------------------------------------------------------------------------
-    async def start(self, address: ListenAddress) -> None:
+    async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
+        """Listen; ``reuse_port`` lets several worker processes share the port (SO_REUSEPORT)."""
         limits = self.limits
         options: dict[str, Any] = {
             "enable_auto_ping": True,
@@ -121,6 +122,8 @@ class AcpHost:
         if address.unix_path is not None:
             # picows 2.3 sets TCP options on every accepted socket; on AF_UNIX that fails and crashes the loop.
             raise NotImplementedError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
+        if reuse_port:
+            options["reuse_port"] = True
         self._server = await ws_create_server(self._route, address.host, address.port, **options)
 
     @property
@@ -288,6 +291,7 @@ def run_host(
     use_uvloop: bool = True,
     authorize: Authorize | None = None,
     allowed_origins: Collection[str] = (),
+    reuse_port: bool = False,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain (R29) and return."""
     kind = install_event_loop_policy() if use_uvloop else "asyncio"
@@ -296,7 +300,7 @@ def run_host(
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_run(agent_factory, address, limits, authorize, allowed_origins, kind))
+        loop.run_until_complete(_run(agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port))
     finally:
         asyncio.set_event_loop(None)
         loop.close()
@@ -309,9 +313,10 @@ async def _run(
     authorize: Authorize | None,
     allowed_origins: Collection[str],
     loop_kind: str,
+    reuse_port: bool,
 ) -> None:
     host = AcpHost(agent_factory, limits, authorize=authorize, allowed_origins=allowed_origins)
-    await host.start(address)
+    await host.start(address, reuse_port=reuse_port)
     where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
     print(f"acp-fast: serving ACP over WebSocket on {where} at /acp ({loop_kind} loop)", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()

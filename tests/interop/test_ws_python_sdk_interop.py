@@ -12,6 +12,8 @@ timeouts are hang guards only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -41,7 +43,9 @@ def _free_port() -> int:
 
 def start_server(args: list[str]) -> tuple[subprocess.Popen[bytes], list[bytes]]:
     """``python -m acp_fast ARGS``; returns once it listens, its stderr read on by a thread."""
-    proc = subprocess.Popen([sys.executable, "-m", "acp_fast", *args], cwd=ROOT, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acp_fast", *args], cwd=ROOT, stderr=subprocess.PIPE, start_new_session=True
+    )
     assert proc.stderr is not None
     banner = proc.stderr.readline()  # printed once the socket listens
     assert b"serving ACP over WebSocket" in banner, banner
@@ -56,8 +60,9 @@ _readers: dict[int, threading.Thread] = {}
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
+    """Kill the server and anything it started (its own session), then reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     _readers.pop(proc.pid).join()  # the pipe is at EOF once the process is gone
     if proc.stderr is not None:
