@@ -3,8 +3,9 @@
     python benchmarks/hosting_idle.py [--connections 2000] [--cancels 200] [--sdk]
 
 Starts ``acp-fast demo --listen 127.0.0.1:PORT`` (uvloop) and, with
-``--sdk``, the official Python SDK's ASGI app serving its sample agent
-under uvicorn for comparison. One client process (picows) then:
+``--sdk``, the official Python SDK's ASGI app (``acp.http.asgi``, its
+WebSocket profile) serving benchmarks/sdk_demo_agent.py under uvicorn
+(uvloop, ``websockets``, no compression) for comparison. One client process (picows) then:
 
 - opens ``--connections`` WebSockets, each ``initialize`` + ``session/new``,
   in batches of 100 (set-up rate = connections / wall time);
@@ -12,7 +13,9 @@ under uvicorn for comparison. One client process (picows) then:
   initialized connection with one session;
 - on one more connection, ``--cancels`` times: starts a long streaming prompt,
   waits for its first update, sends ``session/cancel`` and times until the
-  ``cancelled`` answer (p50/p99, microseconds).
+  ``cancelled`` answer (p50/p99, microseconds);
+- the floor: the same client's round trip to a bare picows echo server
+  (``ws_libraries.py``'s ``picows-2k``), for a same-run ratio.
 
 The machine is shared and has 2 cores: quote ratios from one run.
 """
@@ -154,6 +157,33 @@ async def _measure(url: str, pid: int, n: int, cancels: int) -> dict[str, float]
     return out
 
 
+async def _echo_rtt(url: str, rounds: int) -> dict[str, float]:
+    """The floor: round trips of a small text frame to a bare picows echo server, same client library."""
+    from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
+
+    class Echo(WSListener):
+        waiter: asyncio.Future[None] | None = None
+
+        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+            if frame.msg_type == WSMsgType.TEXT and self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(None)
+
+    transport, client = await ws_connect(Echo, url)
+    loop = asyncio.get_running_loop()
+    message = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"demo-1"}}'
+    samples = []
+    for i in range(rounds + 100):
+        client.waiter = loop.create_future()
+        t0 = time.perf_counter()
+        transport.send(WSMsgType.TEXT, message)
+        await client.waiter
+        if i >= 100:
+            samples.append((time.perf_counter() - t0) * 1e6)
+    transport.disconnect()
+    samples.sort()
+    return {"echo_p50_us": statistics.median(samples), "echo_p99_us": samples[int(len(samples) * 0.99)]}
+
+
 def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> dict[str, float]:
     import uvloop
 
@@ -166,11 +196,41 @@ def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> di
         proc.wait()
 
 
+def _sdk_server(port: int) -> None:
+    """The official SDK's ASGI app (its WebSocket profile) under uvicorn, serving its demo agent."""
+    import uvicorn
+    from acp.http.asgi import create_asgi_app
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sdk_demo_agent import SdkDemoAgent
+
+    def factory(conn: Any) -> Any:
+        agent = SdkDemoAgent()
+        agent.on_connect(conn)
+        return agent
+
+    uvicorn.run(
+        create_asgi_app(factory),
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        ws="websockets",
+        ws_per_message_deflate=False,
+        log_level="warning",
+        backlog=4096,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=2000)
     parser.add_argument("--cancels", type=int, default=200)
+    parser.add_argument("--sdk", action="store_true", help="also measure the official SDK's ASGI app under uvicorn")
+    parser.add_argument("--sdk-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sdk_child:
+        _sdk_server(args.sdk_child)
+        return
     import resource
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -179,7 +239,30 @@ def main() -> None:
     cmd = [sys.executable, "-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", f"127.0.0.1:{port}"]
     cmd += ["--max-connections", str(args.connections + 100)]
     result = _run_server(cmd, port, f"ws://127.0.0.1:{port}/acp", args.connections, args.cancels)
-    print("acp_fast  " + "  ".join(f"{k}={v:.1f}" for k, v in result.items()))
+    print("acp_fast  " + "  ".join(f"{k}={v:.1f}" for k, v in result.items()), flush=True)
+    if args.cancels:
+        import uvloop
+
+        port = _free_port()
+        floor_cmd = [sys.executable, str(Path(__file__).parent / "ws_libraries.py"), "--child", "picows-2k", str(port)]
+        proc = subprocess.Popen(floor_cmd, cwd=ROOT)
+        try:
+            _wait_listening(port)
+            floor = uvloop.run(_echo_rtt(f"ws://127.0.0.1:{port}/", args.cancels))
+        finally:
+            proc.terminate()
+            proc.wait()
+        print("floor     " + "  ".join(f"{k}={v:.1f}" for k, v in floor.items()), flush=True)
+        print(f"cancel p50 / echo floor p50 = {result['cancel_p50_us'] / floor['echo_p50_us']:.2f}")
+        print(f"cancel p99 / echo floor p99 = {result['cancel_p99_us'] / floor['echo_p99_us']:.2f}")
+    if args.sdk:
+        port = _free_port()
+        cmd = [sys.executable, __file__, "--sdk-child", str(port)]
+        sdk = _run_server(cmd, port, f"ws://127.0.0.1:{port}/acp", args.connections, args.cancels)
+        print("sdk-asgi  " + "  ".join(f"{k}={v:.1f}" for k, v in sdk.items()))
+        for key in ("kib_per_conn", "setup_per_s", "cancel_p50_us", "cancel_p99_us"):
+            if key in sdk and key in result:
+                print(f"{key}: acp_fast / sdk = {result[key] / sdk[key]:.2f}")
     print(f"(cpu count {os.cpu_count()}; shared machine, numbers are noisy)")
 
 
