@@ -173,6 +173,7 @@ class WsPeer(WSListener):
         self._reading_paused = False
         self.ended = False
         self._awaiting_close_reply = False
+        self._drop_timer: asyncio.TimerHandle | None = None
         self.on_end: Callable[[WsPeer], None] | None = None
 
     # -- picows callbacks ------------------------------------------------------------------
@@ -215,6 +216,9 @@ class WsPeer(WSListener):
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
         self._fragments = None
+        if self._drop_timer is not None:
+            self._drop_timer.cancel()
+            self._drop_timer = None
         out, writer, conn = self.out, self.writer, self.conn
         if out is None or writer is None or conn is None:
             return
@@ -240,7 +244,7 @@ class WsPeer(WSListener):
         if self._reading_paused and self.ws is not None:
             self._reading_paused = False
             self.ws.underlying_transport.resume_reading()
-        asyncio.get_running_loop().call_later(self.limits.drain_flush_s, self._drop)
+        self._drop_timer = asyncio.get_running_loop().call_later(self.limits.drain_flush_s, self._drop)
 
     def _drop(self) -> None:
         ws = self.ws
