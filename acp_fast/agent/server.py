@@ -60,6 +60,24 @@ def _del_path(obj: dict[str, Any], path: tuple[str, ...]) -> None:
     obj.pop(path[-1], None)
 
 
+_IMPLEMENTED: dict[type, frozenset[str]] = {}
+_IMPLEMENTED_CLASSES = 256  # agent classes remembered; past it the cache starts over
+
+
+def _implemented_by(agent: Agent) -> frozenset[str]:
+    """The Agent methods ``agent``'s class overrides: one set per class, not one per connection
+    (``implements`` looks only at the class; a host holds thousands of connections)."""
+    cls = type(agent)
+    found = _IMPLEMENTED.get(cls)
+    if found is None:
+        if len(_IMPLEMENTED) >= _IMPLEMENTED_CLASSES:
+            _IMPLEMENTED.clear()
+        found = _IMPLEMENTED[cls] = frozenset(
+            name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
+        )
+    return found
+
+
 class AgentServer:
     """Serves one Agent on one Connection."""
 
@@ -87,9 +105,7 @@ class AgentServer:
             client_role=bool(getattr(agent, "mcp_over_acp", False)),
         )
         self.client.mcp = self.mcp
-        self._implemented = frozenset(
-            name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
-        )
+        self._implemented = _implemented_by(agent)
         self._control: dict[str, ControlHandler] = {
             "initialize": self._initialize,
             "authenticate": self._authenticate,
