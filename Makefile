@@ -1,4 +1,4 @@
-.PHONY: compile debug test bench lint clean
+.PHONY: compile debug test bench bench-baseline lint clean
 
 compile:
 	python -m pip install -q -e ".[test]"
@@ -9,10 +9,20 @@ debug:
 test:
 	python -m pytest -q
 
+# Micro benchmarks (pytest-benchmark), compared with the saved baseline; speed is shown, never asserted.
+BENCH_FILES := $(wildcard benchmarks/bench_*.py)
+BENCH_BASELINE := benchmarks/baseline.json
+BENCH_SHOW := --benchmark-group-by=group --benchmark-sort=name --benchmark-columns=median,iqr,rounds
+
 bench:
-	python -m pytest benchmarks --benchmark-only -q
+	python -m pytest $(BENCH_FILES) --benchmark-only -q $(BENCH_SHOW) --benchmark-compare=$(BENCH_BASELINE)
+
+bench-baseline:
+	python -m pytest $(BENCH_FILES) --benchmark-only -q $(BENCH_SHOW) --benchmark-json=$(BENCH_BASELINE)
+	python -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); [b['stats'].pop('data', None) for b in d['benchmarks']]; json.dump(d, open(p, 'w'), indent=1)" $(BENCH_BASELINE)
 
 lint:
+	lint-imports
 	ruff check acp_fast tests benchmarks fuzz
 	mypy --strict acp_fast
 

@@ -1,37 +1,74 @@
 """Build the one C extension (acp_fast.wire._framing); everything else is pure Python.
 
+The extension is optional: without Cython, or when compiling or linking fails
+(no compiler, ``CC=false``), the build warns and the package installs on the
+pure-Python framer (``acp_fast.wire.framing.IMPLEMENTATION == "python"``).
+Release builds are stripped (``-g0``, ``-s``): debug info is most of the
+shared object's size and no user of a wheel has the sources it points at.
+
 ACP_FAST_DEBUG=1 builds with line tracing, annotation and -O0 -g;
-ACP_FAST_SANITIZE=1 adds ASan/UBSan. Without Cython or a compiler the
-package still installs and runs on the pure-Python framer.
+ACP_FAST_SANITIZE=1 adds ASan/UBSan. ACP_FAST_REQUIRE_EXTENSION=1 turns a
+failed extension build back into an error (CI uses it to catch a broken build).
 """
 
 import os
+import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("ACP_FAST_DEBUG") == "1"
 SANITIZE = os.environ.get("ACP_FAST_SANITIZE") == "1"
+REQUIRE = os.environ.get("ACP_FAST_REQUIRE_EXTENSION") == "1"
 
 
-class BuildExt(build_ext):
+def _skip(reason: str) -> None:
+    if REQUIRE:
+        raise SystemExit(f"acp_fast: the Cython framer did not build ({reason}) and ACP_FAST_REQUIRE_EXTENSION=1")
+    sys.stderr.write(
+        f"WARNING: acp_fast: the Cython framer was not built ({reason}); "
+        "installing with the pure-Python framer (correct, slower).\n"
+    )
+
+
+class OptionalBuildExt(build_ext):
+    """Cythonize and compile if possible; otherwise warn and build nothing."""
+
     def finalize_options(self) -> None:
-        from Cython.Build import cythonize
+        self.distribution.ext_modules = self._cythonized(self.distribution.ext_modules or [])
+        super().finalize_options()
 
+    @staticmethod
+    def _cythonized(extensions: list[Extension]) -> list[Extension]:
+        try:
+            from Cython.Build import cythonize
+        except ImportError:
+            _skip("Cython is not installed")
+            return []
         directives = {"language_level": "3", "boundscheck": False, "wraparound": False}
         if DEBUG:
             directives.update(linetrace=True, profile=True)
-        self.distribution.ext_modules = cythonize(
-            self.distribution.ext_modules,
-            compiler_directives=directives,
-            annotate=DEBUG,
-            compile_time_env={"ACP_FAST_DEBUG": DEBUG},
-        )
-        super().finalize_options()
+        try:
+            return cythonize(
+                extensions,
+                compiler_directives=directives,
+                annotate=DEBUG,
+                compile_time_env={"ACP_FAST_DEBUG": DEBUG},
+                force=True,  # never trust a generated .c left in the tree
+            )
+        except Exception as exc:
+            _skip(f"cythonize failed: {exc}")
+            return []
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            _skip(f"{type(exc).__name__}: {exc}")
 
 
-cflags = ["-O0", "-g", "-DCYTHON_TRACE=1"] if DEBUG else ["-O3"]
-ldflags: list[str] = []
+cflags = ["-O0", "-g", "-DCYTHON_TRACE=1"] if DEBUG else ["-O3", "-g0"]
+ldflags: list[str] = [] if DEBUG or SANITIZE else ["-s"]
 if SANITIZE:
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
     ldflags += ["-fsanitize=address,undefined"]
@@ -45,5 +82,5 @@ setup(
             extra_link_args=ldflags,
         )
     ],
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -1,23 +1,33 @@
 """Command line: ``acp-fast demo``, ``acp-fast serve module:Class`` and ``acp-fast bench``.
 
 Logs go to stderr only (stdout carries nothing but ACP messages). Every
-limit in ``limits.Limits`` has a flag.
+limit in ``limits.Limits`` has a flag. A target ``serve`` cannot use is
+reported in one line with exit status 2: a traceback into importlib tells a
+person less than what was tried and from where.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, NoReturn
 
+from ._version import __version__
+from .agent import validate
 from .agent.base import Agent
+from .wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
 from .wire.limits import Limits
+
+#: Methods whose presence marks an object as an agent written on the official SDK.
+_SDK_AGENT_MARKERS = ("initialize", "new_session", "prompt")
 
 _HELP = {
     "max_line_bytes": "longest accepted input line in bytes (R25)",
@@ -64,10 +74,19 @@ def _parser() -> argparse.ArgumentParser:
         prog="acp-fast",
         description="Serve an Agent Client Protocol agent over stdio (JSON-RPC, one message per line).",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})"
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     common.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format")
     common.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    common.add_argument(
+        "--validate",
+        action="store_true",
+        help=f"check every message the agent writes against the ACP JSON schema and log each violation "
+        f"to stderr (a debug aid; needs acp-fast[validate]; same as {validate.ENV_VAR}=1)",
+    )
     group = common.add_argument_group("limits")
     for f in fields(Limits):
         default = getattr(Limits(), f.name)
@@ -114,21 +133,56 @@ def _parser() -> argparse.ArgumentParser:
         "(session/close, fork, resume), as its use_unstable_protocol=True does",
     )
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
-    sub.add_parser("bench", add_help=False, help="benchmark acp_fast vs the official SDK vs a floor (bench --help)")
+    sub.add_parser(
+        "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
+    )
     return parser
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"acp-fast serve: {message}\n")
+    raise SystemExit(2)
+
+
+def _import_failure(module_name: str, exc: ImportError) -> str:
+    path = os.environ.get("PYTHONPATH")
+    where = f"cwd {os.getcwd()}, PYTHONPATH={path if path else '(unset)'}"
+    if exc.name is not None and exc.name != module_name and not module_name.startswith(exc.name + "."):
+        return f"importing {module_name!r} failed: it needs {exc.name!r}, which is not installed ({where})"
+    return f"cannot import module {module_name!r}: {exc} ({where})"
+
+
+def _is_sdk_agent(obj: object) -> bool:
+    return any(callable(getattr(obj, name, None)) for name in _SDK_AGENT_MARKERS)
 
 
 def _load_agent(target: str, unstable: bool = False) -> Agent:
     module_name, _, attr = target.partition(":")
-    if not attr:
-        raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
-    obj = getattr(importlib.import_module(module_name), attr)
-    agent = obj() if isinstance(obj, type) else obj
-    if isinstance(agent, Agent):
-        return agent
-    from .compat import wrap_sdk_agent  # an agent written on the official SDK
-
-    wrapped: Agent = wrap_sdk_agent(agent, use_unstable_protocol=unstable)
+    if not module_name or not attr:
+        _fail(f"expected package.module:AgentClass, got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        _fail(_import_failure(module_name, exc))
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        _fail(f"module {module_name!r} ({getattr(module, '__file__', None) or 'no file'}) has no attribute {attr!r}")
+    if isinstance(obj, type) and issubclass(obj, Agent):
+        return obj()
+    if isinstance(obj, Agent):
+        return obj
+    # An SDK agent: a class or instance with its methods, or a factory function ``conn -> agent``.
+    if not (_is_sdk_agent(obj) or inspect.isfunction(obj)):
+        _fail(
+            f"{target} is not an acp_fast Agent or an SDK agent (it is {type(obj).__name__} {obj!r:.80}); "
+            "name a subclass of acp_fast.Agent, or a class defining the official SDK's agent methods"
+        )
+    try:
+        from .compat import wrap_sdk_agent  # an agent written on the official SDK
+    except ImportError:
+        _fail(f"{target} looks like an agent written on the official SDK; serving it needs 'acp-fast[compat]'")
+    wrapped: Agent = wrap_sdk_agent(obj() if isinstance(obj, type) else obj, use_unstable_protocol=unstable)
     return wrapped
 
 
@@ -143,8 +197,6 @@ def _agent_factory(target: str, unstable: bool) -> Callable[[], Agent]:
 
 
 def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
-    import os
-
     from .hosting import ListenAddress, bearer_token, run_host
 
     if args.command == "demo":
@@ -203,6 +255,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     limits = Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
+    if args.validate:
+        os.environ[validate.ENV_VAR] = "1"  # read where the server is built, as for library users
+    if validate.enabled():
+        problem = validate.unavailable()
+        if problem:
+            sys.stderr.write(f"acp-fast: --validate: {problem}\n")
+            raise SystemExit(2)
     if args.listen:
         _serve_network(args, limits)
         return
@@ -219,4 +278,3 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 __all__ = ["main"]
-

@@ -7,15 +7,18 @@ ReadProtocol -> Connection -> AgentServer -> Writer chain with a fake
 read/write transport, and the SDK's AgentSideConnection over an
 ``asyncio.StreamReader`` fed directly and a ``StreamWriter`` whose transport
 collects the bytes. Both serve the same demo logic (acp_fast.demo.DemoAgent,
-benchmarks/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
+acp_fast/bench/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
 one chunk (as one pipe read would deliver them) and runs the loop until
 every answer has been written; ``extra_info`` gives the per-message median
 and ``correct`` says whether every answer was the expected one.
 
-Groups: a control request (``session/set_mode``, 64 per round) and a prompt
+Groups: a control request (``session/set_mode``, 64 per round), a prompt
 admission (``session/prompt`` with ``stream 0 0``: admission, task, answer;
-32 per round, one per session, the default pool size). Each runs on asyncio
-and on uvloop.
+32 per round, one per session, the default pool size), and one update send
+(an ``agent_message_chunk`` written the way each side's agent code writes it:
+``client.agent_message_chunk`` in acp_fast, a pydantic chunk model and
+``conn.session_update`` on the SDK; 64 per round, until all reached the
+transport). Each runs on asyncio and on uvloop.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from typing import Any
 import orjson
 import pytest
 import uvloop
-from sdk_demo_agent import SdkDemoAgent
 
 from acp_fast.agent.server import AgentServer
+from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
 from acp_fast.peer.reader import ReadProtocol
@@ -39,10 +42,11 @@ from acp_fast.wire.limits import Limits
 
 CONTROLS_PER_ROUND = 64
 PROMPTS_PER_ROUND = 32
+UPDATES_PER_ROUND = 64
 
 
 class _Sink(asyncio.WriteTransport):
-    """Collects written lines; wakes the round when the expected answers are in."""
+    """Collects written lines; wakes the round when the expected answers (or updates) are in."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,12 +55,18 @@ class _Sink(asyncio.WriteTransport):
         self.want = 0
         self.done: asyncio.Future[None] | None = None
         self.closing = False
+        self.updates: list[bytes] | None = None  # set by an update round: keep updates, not answers
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         parts = (self._tail + bytes(data)).split(b"\n")
         self._tail = parts.pop()
-        self.lines.extend(p for p in parts if b'"id"' in p)  # responses only; updates are dropped
-        if self.done is not None and len(self.lines) >= self.want and not self.done.done():
+        if self.updates is not None:
+            self.updates.extend(p for p in parts if b'"session/update"' in p)
+            got = len(self.updates)
+        else:
+            self.lines.extend(p for p in parts if b'"id"' in p)  # responses only; updates are dropped
+            got = len(self.lines)
+        if self.done is not None and got >= self.want and not self.done.done():
             self.done.set_result(None)
 
     def get_write_buffer_size(self) -> int:
@@ -103,7 +113,8 @@ class Wired:
             limits = Limits()
             writer = Writer(loop, limits)
             conn = Connection(loop, writer, limits)
-            AgentServer(DemoAgent(), conn)
+            self.agent: Any = DemoAgent()
+            AgentServer(self.agent, conn)
             reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
             reader.connection_made(_Reading())
             writer.attach(self.sink)
@@ -117,13 +128,24 @@ class Wired:
                 # The SDK's connection starts its sender task at construction: it needs a running loop.
                 stream = asyncio.StreamReader(limit=64 * 1024 * 1024)
                 out = asyncio.StreamWriter(self.sink, _Drain(), None, loop)  # type: ignore[arg-type]
-                sdk = AgentSideConnection(SdkDemoAgent(), out, stream, listening=False)
+                self.agent = SdkDemoAgent()
+                sdk = AgentSideConnection(self.agent, out, stream, listening=False)
                 self.closers.append(out.close)
                 return stream, loop.create_task(sdk.listen())
 
             stream, self.task = loop.run_until_complete(build())
             self.feed = stream.feed_data
             self.eof = stream.feed_eof
+
+    def update_round(self, send: Callable[[], Any], updates: int) -> list[bytes]:
+        """Run ``send()`` (a coroutine writing ``updates`` updates) until all reached the transport."""
+        self.sink.updates = []
+        self.sink.want = updates
+        self.sink.done = self.loop.create_future()
+        self.loop.run_until_complete(send())
+        self.loop.run_until_complete(asyncio.wait_for(self.sink.done, 30))
+        got, self.sink.updates = self.sink.updates, None
+        return got
 
     def round(self, chunk: bytes, answers: int) -> list[bytes]:
         self.sink.lines = []
@@ -213,6 +235,47 @@ def test_dispatch_prompt_admission(benchmark: Any, loop_kind: str, impl: str) ->
         )
         _record(benchmark, PROMPTS_PER_ROUND, correct)
         assert correct, decoded[:3]
+    finally:
+        _close(w)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_send_update(benchmark: Any, loop_kind: str, impl: str) -> None:
+    w, (sid,) = _setup(loop_kind, impl, 1)
+    text = "Here is the next word "
+    try:
+        if impl == "acp_fast":
+            client = w.agent.client
+
+            async def send() -> None:
+                for _ in range(UPDATES_PER_ROUND):
+                    await client.agent_message_chunk(sid, text, message_id="m1")
+
+        else:
+            from acp import schema
+
+            conn = w.agent._conn
+
+            async def send() -> None:
+                for _ in range(UPDATES_PER_ROUND):
+                    chunk = schema.AgentMessageChunk(
+                        session_update="agent_message_chunk",
+                        content=schema.TextContentBlock(type="text", text=text),
+                        message_id="m1",
+                    )
+                    await conn.session_update(sid, chunk)
+
+        benchmark.group = f"send one session/update, {UPDATES_PER_ROUND} per round ({loop_kind})"
+        lines = benchmark(w.update_round, send, UPDATES_PER_ROUND)
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}, "messageId": "m1"}
+        want = {"sessionId": sid, "update": chunk}
+        decoded = [orjson.loads(line) for line in lines]
+        correct = len(decoded) == UPDATES_PER_ROUND and all(
+            d.get("method") == "session/update" and d.get("params") == want for d in decoded
+        )
+        _record(benchmark, UPDATES_PER_ROUND, correct)
+        assert correct, decoded[:2]
     finally:
         _close(w)
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from acp_fast.bench.stats import PERCENTILE_DEFINITION, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,11 +116,6 @@ def rss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
 async def main(seconds: float, chunks: int, streams: int, flags: list[str]) -> int:
     agent = await AgentPipe.start("demo", *flags)
     await agent.call("initialize", {"protocolVersion": 1})
@@ -189,10 +185,11 @@ async def main(seconds: float, chunks: int, streams: int, flags: list[str]) -> i
         "stop_reasons": stops,
         "control_requests": len(latencies),
         "control_latency_ms": {
-            "median": round(statistics.median(latencies) * 1e3, 3),
-            "p99": round(pct(latencies, 0.99) * 1e3, 3),
+            "p50": round(percentile(latencies, 50) * 1e3, 3),
+            "p99": round(percentile(latencies, 99) * 1e3, 3),
             "max": round(max(latencies) * 1e3, 3),
         },
+        "percentiles": PERCENTILE_DEFINITION,
         "agent_rss_kib": {"before_prompts": base_rss, "peak_sampled": peak_rss},
         "messages_in": agent.messages_in,
         "messages_out": agent.messages_out,

@@ -1,4 +1,10 @@
-"""Fixtures every test shares: both framers, both event loops, and async-failure guards.
+"""Fixtures every test shares: both framers, both read paths, both event loops, async-failure guards.
+
+``read_path`` runs a test under each way a harness can feed its connection:
+the production combination (compiled framer, the loop's buffered read path)
+and the pure-Python twin through ``data_received``. Modules whose tests build
+a ``Harness`` take it for every test with
+``pytestmark = pytest.mark.usefixtures("read_path")``.
 
 ``run`` executes a coroutine on a fresh loop of the parametrised kind
 (asyncio, uvloop) in debug mode, and fails the test if the loop's exception
@@ -15,6 +21,8 @@ from typing import Any, TypeVar
 import pytest
 
 from acp_fast.wire import _framing_py
+from acp_fast.wire.framing import IMPLEMENTATION
+from tests.helpers import READ_PATHS, Harness
 
 try:
     from acp_fast.wire import _framing as _framing_c
@@ -41,6 +49,28 @@ def framer_cls(request: pytest.FixtureRequest) -> type:
             pytest.fail("the Cython framer is not built (pip install -e .)")
         return _framing_c.LineFramer
     return _framing_py.LineFramer
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(path, id=path, marks=[pytest.mark.c_extension] if path == "production" else [])
+        for path in READ_PATHS
+    ]
+)
+def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every Harness built during the test feeds its connection this way."""
+    path = str(request.param)
+    if path == "production" and IMPLEMENTATION != "c":
+        pytest.fail("the Cython framer is not built (pip install -e .)")
+    monkeypatch.setattr(Harness, "read_path", path)
+    return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Name the test order's seed even under ``-q`` (which hides pytest-randomly's header line)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and config.pluginmanager.hasplugin("randomly"):
+        terminalreporter.write_line(f"tests ran in random order; --randomly-seed={seed} repeats it")
 
 
 Runner = Callable[[Coroutine[Any, Any, T]], T]

@@ -14,17 +14,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
 from acp_fast.agent.base import Agent
 from acp_fast.agent.server import AgentServer
 from acp_fast.peer.connection import Connection
+from acp_fast.peer.memory import feed_buffered
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire import _framing_py
+from acp_fast.wire.framing import new_framer
 from acp_fast.wire.limits import Limits
+
+#: How a harness feeds its connection. "production" is what ``acp-fast serve``
+#: runs under uvloop: the live (compiled) framer, the loop reading into the
+#: protocol's buffer (``get_buffer``/``buffer_updated``). "twin" is the
+#: pure-Python framer fed through ``data_received`` (the stdlib pipe path).
+#: Either way a parked dispatch loop takes the lines inline, from the read
+#: callback. conftest's ``read_path`` fixture runs a test module under both.
+READ_PATHS = ("production", "twin")
 
 
 class FakeWriteTransport(asyncio.WriteTransport):
@@ -122,6 +132,8 @@ class FakeReadTransport(asyncio.ReadTransport):
 class Harness:
     """One agent, one in-memory client. Use inside a running loop."""
 
+    read_path: ClassVar[str] = "production"
+
     def __init__(
         self,
         agent: Agent,
@@ -139,10 +151,13 @@ class Harness:
         self.limits = limits or Limits()
         self.writer = Writer(self.loop, self.limits)
         self.conn = Connection(self.loop, self.writer, self.limits)
-        cls = framer_cls or _framing_py.LineFramer
-        self.reader = ReadProtocol(
-            self.conn, cls(self.limits.max_line_bytes, self.limits.overlimit_head_bytes), 4096
-        )
+        if framer_cls is not None:
+            framer = framer_cls(self.limits.max_line_bytes, self.limits.overlimit_head_bytes)
+        elif self.read_path == "production":
+            framer = new_framer(self.limits)
+        else:
+            framer = _framing_py.LineFramer(self.limits.max_line_bytes, self.limits.overlimit_head_bytes)
+        self.reader = ReadProtocol(self.conn, framer, self.limits.read_buffer_bytes)
         self.read_transport = FakeReadTransport()
         self.reader.connection_made(self.read_transport)
         self.transport = FakeWriteTransport(self._on_output, self.writer)
@@ -161,7 +176,11 @@ class Harness:
 
     # -- input ------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
-        self.reader.data_received(data)
+        """Deliver ``data`` as one pipe read (split only where it overflows the read buffer)."""
+        if self.read_path == "production":
+            feed_buffered(self.reader, data)
+        else:
+            self.reader.data_received(data)
 
     def send(self, *objs: Any) -> None:
         """Send messages in one read chunk (as one pipe read would deliver them)."""

@@ -10,12 +10,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from helpers import Harness, close_and_check, prompt_params
 from schema_oracle import assert_schema_valid, record_sent
 
 from acp_fast.agent.base import Agent, current_turn
 from acp_fast.agent.client_handle import CapabilityNotSupported
 from acp_fast.agent.methods import AGENT_METHODS
+from tests.helpers import Harness, close_and_check, prompt_params
+
+pytestmark = pytest.mark.usefixtures("read_path")
 
 CWD = "/tmp"
 

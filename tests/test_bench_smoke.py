@@ -1,8 +1,10 @@
 """Smoke run of ``acp-fast bench`` with tiny counts: every scenario runs and every answer is right.
 
-It checks that the driver, the SDK demo agent and the floor still speak the
-protocol (each cancel answered "cancelled", each set_mode answered, every
-streamed update counted), never how fast they are: timings are not asserted.
+It runs the floor and the SDK peer agent from where the package ships them
+(acp_fast/bench/), as an installed wheel would. It checks that the driver,
+the SDK demo agent and the floor still speak the protocol (each cancel
+answered "cancelled", each set_mode answered, every streamed update
+counted), never how fast they are: timings are not asserted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.bench.driver import BENCH_DIR
+from acp_fast.bench.stats import PERCENTILE_DEFINITION
+from acp_fast.bench.targets import AGENTS_DIR, FLOOR_SCRIPT, SDK_SCRIPT
 
 SCENARIOS = [
     "handshake",
@@ -33,7 +36,8 @@ TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "300", "--updates-on
 
 @pytest.mark.slow
 def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path: Path) -> None:
-    assert (BENCH_DIR / "sdk_demo_agent.py").exists() and (BENCH_DIR / "echo_floor.py").exists()
+    assert FLOOR_SCRIPT.exists() and SDK_SCRIPT.exists()
+    assert AGENTS_DIR.name == "bench" and AGENTS_DIR.parent.name == "acp_fast"
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "acp_fast", "bench", *TINY, "--json", str(out), "--no-plot"],
@@ -55,3 +59,5 @@ def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path
     assert "bare" in results["handshake"]
     assert {g["text"] for g in report["goals"]} >= {"every answer was correct"}
     assert "| metric | acp_fast | sdk | floor |" in proc.stdout
+    assert PERCENTILE_DEFINITION in proc.stdout and report["meta"]["percentiles"] == PERCENTILE_DEFINITION
+    assert "unsupported" not in proc.stdout

@@ -26,6 +26,8 @@ from acp_fast.compat import SdkClient, wrap_sdk_agent
 from tests.helpers import Harness, close_and_check, prompt_params
 from tests.interop.sdk_sample_agent import SampleAgent
 
+pytestmark = pytest.mark.usefixtures("read_path")
+
 FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
 
 

@@ -1,6 +1,7 @@
 """R24, R25: hostile input against a real ``python -m acp_fast demo`` over pipes.
 
-One long-lived agent (``--max-line-bytes 1 MiB``) takes almost every case;
+One long-lived agent (``--max-line-bytes 1 MiB``) takes almost every case,
+in whatever order they run, and must exit cleanly after the last;
 each case sends its bad input and a valid request in one write, then checks
 the exact error and that the very next message answers the valid request
 (control traffic is answered in arrival order, R01). A second agent at the
@@ -28,9 +29,25 @@ PROBE = b'{"jsonrpc":"2.0","id":"probe","method":"session/list"}\n'
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[AgentProcess]:
+    """One agent for every case, in any order; after the last one it must still serve and exit cleanly.
+
+    The exit check lives here, not in a test: a test that closed stdin would
+    end the agent for every case that happened to run after it.
+    """
     with AgentProcess("demo", "--max-line-bytes", str(SMALL_LIMIT), "--pace-ms", "1") as proc:
         proc.initialize()
         yield proc
+        _survived_and_exits_cleanly(proc)
+
+
+def _survived_and_exits_cleanly(agent: AgentProcess) -> None:
+    _silent_then_served(agent, b"")  # still serving
+    agent.close_stdin()
+    assert agent.wait() == 0
+    assert agent.no_more_output() == []
+    assert "Traceback" not in agent.stderr, agent.stderr[-3000:]
+    # Every stdout line is one JSON-RPC message, nothing else ever reached it.
+    assert all(orjson.loads(line)["jsonrpc"] == "2.0" for line in agent.stdout_lines)
 
 
 def _served(agent: AgentProcess) -> None:
@@ -226,16 +243,6 @@ def test_r25_oversized_line_without_a_recoverable_id_is_dropped_silently(agent: 
     big = b'{"jsonrpc":"2.0","params":{"pad":"' + b"a" * (2 * MiB) + b'"},"id":"late"}'
     _silent_then_served(agent, big)
     _silent_then_served(agent, b"x" * (SMALL_LIMIT + 1))
-
-
-def test_r24_r25_agent_survived_everything_and_exits_cleanly(agent: AgentProcess) -> None:
-    _silent_then_served(agent, b"")  # still serving
-    agent.close_stdin()
-    assert agent.wait() == 0
-    assert agent.no_more_output() == []
-    assert "Traceback" not in agent.stderr, agent.stderr[-3000:]
-    # Every stdout line is one JSON-RPC message, nothing else ever reached it.
-    assert all(orjson.loads(line)["jsonrpc"] == "2.0" for line in agent.stdout_lines)
 
 
 def test_r25_200_mib_line_at_the_default_64_mib_limit_keeps_memory_bounded() -> None:

@@ -16,6 +16,8 @@ import pytest
 from acp_fast.agent.base import Agent, Turn, current_turn
 from tests.helpers import Harness, close_and_check, prompt_params
 
+pytestmark = pytest.mark.usefixtures("read_path")
+
 
 class LaneAgent(Agent):
     """Records what each control call and each prompt saw; prompts park on ``release``."""

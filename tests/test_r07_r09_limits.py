@@ -9,9 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
+import pytest
+
 from acp_fast.agent.base import Agent
 from acp_fast.wire.limits import MAX_BACKGROUND, Limits
 from tests.helpers import Harness, close_and_check, prompt_params
+
+pytestmark = pytest.mark.usefixtures("read_path")
 
 
 class ParkingAgent(Agent):

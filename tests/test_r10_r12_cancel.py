@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
+import pytest
+
 from acp_fast.agent.base import Agent, current_turn
 from acp_fast.agent.cancel import CancelToken
 from tests.helpers import Harness, close_and_check, prompt_params
+
+pytestmark = pytest.mark.usefixtures("read_path")
 
 
 class GateAgent(Agent):

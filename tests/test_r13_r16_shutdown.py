@@ -18,6 +18,8 @@ from acp_fast.peer.connection import State
 from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, close_and_check, prompt_params
 
+pytestmark = pytest.mark.usefixtures("read_path")
+
 
 class FinalisingAgent(Agent):
     """Prompts park on ``release``; their ``finally`` and ``on_turn_end`` are recorded.

@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helpers import Harness, close_and_check, prompt_params
+import pytest
 from schema_oracle import assert_schema_valid, record_sent
 
 from acp_fast.agent.base import Agent, current_context
 from acp_fast.agent.mcp_bridge import McpClientConnection, McpInbound, McpProvider
 from acp_fast.wire.errors import InvalidParams, OtherError
 from acp_fast.wire.limits import Limits
+from tests.helpers import Harness, close_and_check, prompt_params
+
+pytestmark = pytest.mark.usefixtures("read_path")
 
 CWD = "/tmp"
 

@@ -16,6 +16,8 @@ from acp_fast.peer.connection import IncomingRequest
 from acp_fast.wire.errors import DeadlockError
 from tests.helpers import ConnectionHarness, close_and_check
 
+pytestmark = pytest.mark.usefixtures("read_path")
+
 
 async def parked(h: ConnectionHarness) -> None:
     """Wait until the dispatch loop has drained its inbox and parked."""

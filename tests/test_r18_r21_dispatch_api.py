@@ -20,6 +20,8 @@ from acp_fast.wire.jsonrpc import Notification
 from acp_fast.wire.limits import Limits
 from tests.helpers import ConnectionHarness, Harness, close_and_check
 
+pytestmark = pytest.mark.usefixtures("read_path")
+
 
 def note(method: str, params: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params or {}}

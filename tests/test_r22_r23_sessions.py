@@ -6,23 +6,27 @@ current task and reports the ordered-handler deadlock like R21.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
 import pytest
-from helpers import FakeReadTransport, FakeWriteTransport, Harness, close_and_check
 from schema_oracle import assert_schema_valid, record_sent
 
 from acp_fast.agent.base import Agent
 from acp_fast.client import ClientHandler, ClientSession, ClientSideConnection, connect_in_memory
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
+from acp_fast.peer.memory import feed_buffered
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire import _framing_py
 from acp_fast.wire.errors import DeadlockError
+from acp_fast.wire.framing import new_framer
 from acp_fast.wire.jsonrpc import Notification
 from acp_fast.wire.limits import Limits
+from tests.helpers import FakeReadTransport, FakeWriteTransport, Harness, close_and_check
 
 CWD = "/tmp"
 
@@ -55,6 +59,7 @@ def _index(h: Harness, pred: Any) -> int:
     return next(i for i, m in enumerate(h.messages) if pred(m))
 
 
+@pytest.mark.usefixtures("read_path")
 @pytest.mark.parametrize("method", ["session/new", "session/load"])
 def test_r22_session_start_response_is_written_before_any_update_of_the_callback(run: Any, method: str) -> None:
     async def body() -> None:
@@ -80,6 +85,7 @@ def test_r22_session_start_response_is_written_before_any_update_of_the_callback
     run(body())
 
 
+@pytest.mark.usefixtures("read_path")
 def test_r22_session_start_callback_consumes_later_session_traffic(run: Any) -> None:
     async def body() -> None:
         agent = StartingAgent()
@@ -128,7 +134,7 @@ def test_r23_build_session_run_until_prompts_the_demo_agent_and_reads_streamed_t
     run(body())
 
 
-def test_r23_updates_right_behind_the_session_response_reach_the_session(run: Any) -> None:
+def test_r23_updates_right_behind_the_session_response_reach_the_session(run: Any, read_path: str) -> None:
     async def body() -> None:
         loop = asyncio.get_running_loop()
         limits = Limits()
@@ -143,7 +149,13 @@ def test_r23_updates_right_behind_the_session_response_reach_the_session(run: An
             arrived.set()
 
         writer.attach(FakeWriteTransport(on_data, writer))
-        reader = ReadProtocol(conn, _framing_py.LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 4096)
+        if read_path == "production":
+            reader = ReadProtocol(conn, new_framer(limits), limits.read_buffer_bytes)
+            deliver: Callable[[bytes], None] = partial(feed_buffered, reader)
+        else:
+            twin = _framing_py.LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes)
+            reader = ReadProtocol(conn, twin, limits.read_buffer_bytes)
+            deliver = reader.data_received
         reader.connection_made(FakeReadTransport())
         client.run()
         built = asyncio.ensure_future(
@@ -157,7 +169,7 @@ def test_r23_updates_right_behind_the_session_response_reach_the_session(run: An
         # One read delivers the response and the update right behind it: the update is
         # dispatched before the task awaiting the response resumes, so only routing that
         # the ordered result callback installed on the loop (R20) can catch it.
-        reader.data_received(
+        deliver(
             orjson.dumps({"jsonrpc": "2.0", "id": written[0]["id"], "result": {"sessionId": "s9"}}) + b"\n"
             + orjson.dumps({"jsonrpc": "2.0", "method": "session/update",
                             "params": {"sessionId": "s9", "update": update}}) + b"\n"

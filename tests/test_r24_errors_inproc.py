@@ -14,6 +14,8 @@ import pytest
 from acp_fast.agent.base import Agent
 from tests.helpers import Harness, close_and_check, prompt_params
 
+pytestmark = pytest.mark.usefixtures("read_path")
+
 
 class PickyAgent(Agent):
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from acp_fast.agent.base import Agent
 from acp_fast.wire.limits import KiB, Limits
-from tests.helpers import Harness, close_and_check, prompt_params
+from tests.helpers import ConnectionHarness, Harness, close_and_check, prompt_params
+
+pytestmark = pytest.mark.usefixtures("read_path")
 
 UPDATES = 300
 PAD = "x" * 200
@@ -75,6 +79,30 @@ def test_r26_stalled_reader_bounds_transport_bytes_and_loses_no_update(
         assert texts == [f"{i:05d}:{PAD}" for i in range(UPDATES)]  # all of them, in order
         largest = max(len(line) + 1 for line in bytes(h.raw).split(b"\n") if line)
         assert h.transport.max_held <= high + largest, (h.transport.max_held, high, largest)
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r26_send_notification_never_waits_and_drain_waits_for_the_stalled_pipe(run: Any) -> None:
+    async def body() -> None:
+        h = ConnectionHarness(limits=Limits(write_high_water=4 * KiB, write_low_water=1 * KiB))
+        await h.conn.drain()  # nothing backed up: returns at once
+        h.transport.stall()
+        sent = 0
+        while not h.transport.paused:  # bounded: the pipe pauses past 4 KiB
+            assert sent < 100
+            h.conn.send_notification("_stream/item", {"n": sent, "pad": PAD})
+            sent += 1
+        drained = asyncio.ensure_future(h.conn.drain())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not drained.done()  # the producer waits for the pipe ...
+        assert h.raw == b""
+        h.transport.unstall()
+        await drained  # ... and resumes once it drained
+        items = [m["params"]["n"] for m in h.messages if m.get("method") == "_stream/item"]
+        assert items == list(range(sent))
         await close_and_check(h)
 
     run(body())

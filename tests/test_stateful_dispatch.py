@@ -17,9 +17,10 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from acp_fast.agent.base import Agent, current_turn
 from acp_fast.wire.limits import Limits
@@ -209,11 +210,15 @@ class DispatchMachine(RuleBasedStateMachine):
             self.loop.close()
 
 
-DispatchMachine.TestCase.settings = settings(
+SETTINGS = settings(
     max_examples=100,
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-test_dispatch_state_machine = DispatchMachine.TestCase
+
+
+@pytest.mark.usefixtures("read_path")
+def test_dispatch_state_machine() -> None:
+    run_state_machine_as_test(DispatchMachine, settings=SETTINGS)

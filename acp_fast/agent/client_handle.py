@@ -270,7 +270,8 @@ class Client:
         params: dict[str, Any] = {"elicitationId": elicitation_id}
         if field_meta is not None:
             params["_meta"] = field_meta
-        await self._conn.notify("elicitation/complete", params)
+        self._conn.send_notification("elicitation/complete", params)
+        await self._conn.drain()
 
     # -- MCP over ACP, client role (R17) ------------------------------------------------
     def open_mcp(self, server_id: str, inbound: McpInbound | None = None) -> McpClientConnection:
@@ -293,5 +294,6 @@ class Client:
     async def ext_notification(self, method: str, params: dict[str, Any] | None = None) -> None:
         if not method.startswith("_"):
             raise ValueError(f"extension methods start with '_': {method!r}")
-        await self._conn.notify(method, params)
+        self._conn.send_notification(method, params)
+        await self._conn.drain()
 

@@ -164,7 +164,9 @@ class McpClientConnection:
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send one inner MCP notification."""
         connection_id = await self._open_id()
-        await self._bridge.conn.notify("mcp/message", _outer(connection_id, method, params))
+        conn = self._bridge.conn
+        conn.send_notification("mcp/message", _outer(connection_id, method, params))
+        await conn.drain()
 
     async def close(self) -> None:
         """``mcp/disconnect``; later messages for this connection are refused locally."""

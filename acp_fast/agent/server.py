@@ -25,6 +25,8 @@ from .mcp_bridge import McpBridge
 from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
 from .sessions import Session, SessionTable
+from .validate import enabled as validation_enabled
+from .validate import install as install_validation
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,8 @@ class AgentServer:
         passes ones that also count against process-wide limits (R28)."""
         self.agent = agent
         self.conn = conn
+        if validation_enabled():  # a debug aid; when off nothing is wrapped
+            install_validation(conn)
         self.limits = conn.limits
         self.context = Context()
         self.sessions = sessions if sessions is not None else SessionTable(self.limits.max_sessions)

@@ -409,13 +409,16 @@ class Connection:
         return pending
 
     def send_notification(self, method: str, params: Any = None) -> None:
-        """Queue a notification without waiting for the pipe (control traffic)."""
+        """Queue a notification; it leaves with this loop turn's write.
+
+        Never blocks, so it is usable from synchronous handlers (a cancel).
+        A producer that streams follows it with ``await drain()`` (R26).
+        """
         self.writer.write(jsonrpc.encode_notification(method, params))
 
-    async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification, waiting while stdout is backed up (R26)."""
+    async def drain(self) -> None:
+        """Wait while output is backed up above the high-water mark (R26); else return at once."""
         writer = self.writer
-        writer.write(jsonrpc.encode_notification(method, params))
         if writer.must_wait:
             await writer.drain()
 

@@ -74,7 +74,7 @@ class MemoryTransport(asyncio.WriteTransport):
         """Feed ``reader`` (a read protocol) with what is written, and tell it of the end."""
         self._reader = reader
         if isinstance(reader, asyncio.BufferedProtocol):
-            self._deliver_fn = lambda data: _feed_buffered(reader, data)
+            self._deliver_fn = lambda data: feed_buffered(reader, data)
         else:
             self._deliver_fn = reader.data_received  # type: ignore[attr-defined]
         reader.connection_made(self.read_end)
@@ -178,7 +178,7 @@ class MemoryReadEnd(asyncio.ReadTransport):
         self.closed = True
 
 
-def _feed_buffered(reader: asyncio.BufferedProtocol, data: bytes) -> None:
+def feed_buffered(reader: asyncio.BufferedProtocol, data: bytes) -> None:
     """The loop's zero-copy read path: copy into the protocol's buffer, then report."""
     view = memoryview(data)
     while view:

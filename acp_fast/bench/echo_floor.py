@@ -1,10 +1,12 @@
 """The floor for ``acp-fast bench``: the least a Python process can do per message.
 
-    python benchmarks/echo_floor.py
+    python -P acp_fast/bench/echo_floor.py
 
-uvloop + orjson and nothing else. Every request line is answered with a
-response line at once (``session/new`` with a fresh ``sessionId``, anything
-else with ``{}``), so the driver measures the bare pipe round trip through
+uvloop + orjson and nothing else; run as a script, it imports nothing of
+acp_fast. Every request line is answered with a response line at once
+(``session/new`` with a fresh ``sessionId`` and two modes, so the bench's
+cheap request is the same ``session/set_mode`` as for the demo agents;
+anything else with ``{}``), so the driver measures the bare pipe round trip through
 one Python process. The only state it keeps is what the benchmark workload
 needs to be answered at all: ``session/prompt`` with ``stream N DELAY_MS``
 writes N ``session/update`` lines, sleeping DELAY_MS after each (so it yields
@@ -28,6 +30,9 @@ import uvloop
 
 _NL = orjson.OPT_APPEND_NEWLINE
 _EMPTY = orjson.Fragment(b"{}")
+_MODES = orjson.Fragment(
+    b'{"currentModeId":"ask","availableModes":[{"id":"ask","name":"Ask"},{"id":"code","name":"Code"}]}'
+)
 
 
 class Floor(asyncio.Protocol):
@@ -83,7 +88,7 @@ class Floor(asyncio.Protocol):
         rid = msg["id"]
         if method == "session/new":
             self.sessions += 1
-            result: Any = {"sessionId": f"demo-{self.sessions}"}
+            result: Any = {"sessionId": f"demo-{self.sessions}", "modes": _MODES}
         elif method == "session/prompt":
             params = msg["params"]
             sid = params["sessionId"]
@@ -144,7 +149,7 @@ async def main() -> None:
     done: asyncio.Future[None] = loop.create_future()
     out_proto = _Out()
     out, _ = await loop.connect_write_pipe(lambda: out_proto, os.fdopen(os.dup(1), "wb", buffering=0))
-    floor = Floor(loop, out, done)  # type: ignore[arg-type]
+    floor = Floor(loop, out, done)
     out_proto.floor = floor
     await loop.connect_read_pipe(lambda: floor, os.fdopen(os.dup(0), "rb", buffering=0))
     await done

@@ -1,6 +1,6 @@
 """The acp_fast demo agent's benchmark logic, written directly on the official Python SDK.
 
-    python benchmarks/sdk_demo_agent.py [--uvloop]
+    python -P acp_fast/bench/sdk_demo_agent.py [--uvloop]     # needs the bench extra (the official SDK)
 
 Same wire behaviour as ``acp-fast demo`` for what ``acp-fast bench`` uses:
 ``initialize``, ``session/new`` (modes ``ask``/``code`` and a model config
@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import acp
 from acp import schema
@@ -147,7 +147,7 @@ class SdkDemoAgent:
             task.uncancel()
         finally:
             del self._running[session_id]
-        stop = "cancelled" if session_id in self._cancelled else "end_turn"
+        stop: Literal["cancelled", "end_turn"] = "cancelled" if session_id in self._cancelled else "end_turn"
         return schema.PromptResponse(stop_reason=stop)
 
     async def _stream(self, session_id: str, n: int, delay_s: float) -> None:
@@ -164,12 +164,15 @@ class SdkDemoAgent:
 
 
 def main() -> None:
+    # Only the methods the bench uses: the SDK's Agent protocol lists more, and
+    # the SDK answers the ones an agent lacks with "method not found".
+    agent: Any = SdkDemoAgent()
     if "--uvloop" in sys.argv[1:]:
         import uvloop
 
-        uvloop.run(acp.run_agent(SdkDemoAgent()))
+        uvloop.run(acp.run_agent(agent))
     else:
-        asyncio.run(acp.run_agent(SdkDemoAgent()))
+        asyncio.run(acp.run_agent(agent))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""``acp-fast bench`` as a tool: any agent command, missing targets, goals that cannot be judged, percentiles.
+
+The end-to-end tests run deliberately partial agents (tests/bench_agents/)
+and check that what they lack is reported "unsupported" and the run still
+ends with a report; the probe timeout bounds the wait for a silent agent.
+Nothing here times anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fast.bench import driver, targets
+from acp_fast.bench.probe import NEEDS, modes_of
+from acp_fast.bench.report import goals, table
+from acp_fast.bench.stats import percentile
+
+PARTIAL = Path(__file__).parent / "bench_agents" / "partial_agent.py"
+TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "200", "--updates-one", "20",
+        "--updates-each", "2", "--sessions", "4", "--handshakes", "1"]  # fmt: skip
+
+
+def _measured(value: dict[str, object]) -> bool:
+    return value.get("correct") is True and "unsupported" not in value
+
+
+@pytest.mark.slow
+def test_partial_agents_get_unsupported_rows_and_the_run_completes(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    agents = [
+        "--agent", f"{sys.executable} {PARTIAL} reject", "--label", "reject",
+        "--agent", f"{sys.executable} {PARTIAL} silent-prompt", "--label", "silent",
+    ]  # fmt: skip
+    argv = ["--targets", "", *agents, "--probe-timeout", "2", *TINY, "--json", str(out), "--no-plot"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "bench", *argv],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert _measured(results["handshake"]["reject"]) and _measured(results["handshake"]["silent"])
+    for scenario in NEEDS:
+        if scenario != "handshake":
+            assert "unsupported" in results[scenario]["reject"], (scenario, results[scenario]["reject"])
+    assert "-32601" in results["requests_per_s"]["reject"]["unsupported"]
+    # The silent agent answers session/set_mode, so its cheap request is measured; its prompts never end.
+    assert _measured(results["requests_per_s"]["silent"])
+    for scenario in ("cancel_idle", "control_idle", "updates_per_s_1", "updates_per_s_32", "cancel_busy", "memory"):
+        assert "no answer to session/prompt" in results[scenario]["silent"]["unsupported"], scenario
+    assert "| metric | reject | silent |" in proc.stdout
+    assert "unsupported" in proc.stdout
+    assert "[MET ] no row where acp_fast is behind the sdk" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_scenario_that_stops_being_answered_is_failed_and_the_run_still_reports(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    argv = ["--targets", "", "--agent", f"{sys.executable} {PARTIAL} tires", "--label", "tires",
+            "--probe-timeout", "2", "--timeout", "2", *TINY, "--json", str(out), "--no-plot"]  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "bench", *argv], capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    failed = results["requests_per_s"]["tires"]
+    assert failed["correct"] is False and "no answer" in failed["error"]
+    assert _measured(results["handshake"]["tires"])
+    assert "FAILED" in proc.stdout and "[MISS] every answer was correct" in proc.stdout
+
+
+def test_goals_that_need_a_missing_target_are_not_applicable() -> None:
+    row = {"p50_us": 10.0, "p99_us": 20.0, "max_us": 30.0, "per_s": 1000.0, "correct": True}
+    results = {s: {"acp_fast": dict(row), "floor": dict(row)} for s in NEEDS if s != "handshake"}
+    checked = {g.text: g for g in goals(results)}
+    assert checked["no row where acp_fast is behind the sdk"].met is None
+    assert "sdk" in checked["no row where acp_fast is behind the sdk"].detail
+    assert checked["pipelined requests/s >= 5x sdk"].met is None
+    assert checked["pipelined requests/s >= 0.7x floor"].met is True
+    assert checked["every answer was correct"].met is True
+
+
+def test_goals_against_an_unsupported_target_are_not_applicable() -> None:
+    row = {"p99_us": 20.0, "per_s": 1000.0, "correct": True}
+    results = {s: {"acp_fast": dict(row), "floor": {"unsupported": "no cancel: x"}} for s in NEEDS}
+    checked = {g.text: g for g in goals(results)}
+    assert checked["cancel p99 idle <= 2x floor p99 idle"].met is None
+    assert checked["every answer was correct"].met is True
+    assert "unsupported" in table(results, ["acp_fast", "floor"])
+
+
+def test_failed_scenario_is_shown_and_misses_the_correctness_goal() -> None:
+    results = {"cancel_idle": {"acp_fast": {"correct": False, "error": "no answer"}}}
+    assert "FAILED" in table(results, ["acp_fast"])
+    checked = {g.text: g for g in goals(results)}
+    assert checked["every answer was correct"].met is False
+
+
+def test_sdk_target_is_skipped_with_the_extra_named_when_acp_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = targets.importlib.util.find_spec
+    monkeypatch.setattr(targets.importlib.util, "find_spec", lambda name: None if name == "acp" else real(name))
+    skipped: list[str] = []
+    chosen = targets.select_targets(["acp_fast", "sdk", "floor"], [], skipped=skipped)
+    assert [t.name for t in chosen] == ["acp_fast", "floor"]
+    assert len(skipped) == 1 and 'pip install "acp-fast[bench]"' in skipped[0]
+    assert driver.main(["--targets", "sdk", "--no-plot"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert sum('pip install "acp-fast[bench]"' in line for line in err) == 1
+
+
+def test_label_names_the_agent_before_it() -> None:
+    args = driver._parser().parse_args(["--agent", "a x", "--agent", "b", "--label", "B"])
+    chosen = targets.select_targets([], [(c, lbl) for c, lbl in args.agents])
+    assert [(t.name, t.argv) for t in chosen] == [("agent1", ("a", "x")), ("B", ("b",))]
+    with pytest.raises(SystemExit):
+        driver._parser().parse_args(["--label", "lonely"])
+    with pytest.raises(targets.TargetError):
+        targets.select_targets(["floor"], [("x", "floor")])
+
+
+def test_cheap_request_modes_come_from_the_session_new_result() -> None:
+    modes = {"currentModeId": "ask", "availableModes": [{"id": "ask"}, {"id": "code"}, {"id": "arch"}]}
+    assert modes_of({"sessionId": "s", "modes": modes}) == ("code", "ask")
+    assert modes_of({"sessionId": "s"}) == ()
+    assert modes_of({"sessionId": "s", "modes": {"availableModes": "junk"}}) == ()
+
+
+def test_percentile_is_the_inclusive_quantile() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 99) == pytest.approx(99.01)
+    assert percentile(values, 50) == pytest.approx(50.5)
+    assert percentile([3.0, 1.0, 2.0, 4.0], 50) == 2.5
+    assert percentile([7.0], 99) == 7.0
+    assert percentile(values, 0) == 1.0 and percentile(values, 100) == 100.0
+    assert math.isnan(percentile([], 50))
+    sample = [0.3, 9.1, 2.2, 5.5, 1.0, 8.8, 4.1]
+    assert percentile(sample, 90) == statistics.quantiles(sample, n=100, method="inclusive")[89]
+    with pytest.raises(ValueError):
+        percentile(sample, 101)
