@@ -4,7 +4,7 @@
 
 Starts ``acp-fast demo --listen 127.0.0.1:PORT`` (uvloop) and, with
 ``--sdk``, the official Python SDK's ASGI app (``acp.http.asgi``, its
-WebSocket profile) serving benchmarks/sdk_demo_agent.py under uvicorn
+WebSocket profile) serving acp_fast/bench/sdk_demo_agent.py under uvicorn
 (uvloop, ``websockets``, no compression) for comparison. One client process (picows) then:
 
 - opens ``--connections`` WebSockets, each ``initialize`` + ``session/new``,
@@ -15,7 +15,11 @@ WebSocket profile) serving benchmarks/sdk_demo_agent.py under uvicorn
   waits for its first update, sends ``session/cancel`` and times until the
   ``cancelled`` answer (p50/p99, microseconds);
 - the floor: the same client's round trip to a bare picows echo server
-  (``ws_libraries.py``'s ``picows-2k``), for a same-run ratio.
+  (``ws_libraries.py``'s ``picows-2k``), for a same-run ratio;
+- with ``--updates N``: ``session/update`` frames received per second while
+  1 connection streams N updates, and while 100 connections stream N/100
+  each at once (``stream K 0``), against the same bare picows server pushing
+  N update-sized frames (the floor) and, with ``--sdk``, the SDK's app.
 
 The machine is shared and has 2 cores: quote ratios from one run.
 """
@@ -53,7 +57,7 @@ def _rss_kib(pid: int) -> int:
 
 
 def _wait_listening(port: int) -> None:
-    for _ in range(200):
+    for _ in range(600):  # 30 s: the SDK's imports are slow on a loaded machine
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
             return
@@ -184,6 +188,70 @@ async def _echo_rtt(url: str, rounds: int) -> dict[str, float]:
     return {"echo_p50_us": statistics.median(samples), "echo_p99_us": samples[int(len(samples) * 0.99)]}
 
 
+async def _updates_per_s(url: str, conns: int, n: int, floor: bool) -> float:
+    """``conns`` connections each stream ``n`` updates at once; updates received per second, all counted.
+
+    Against an ACP server each connection initializes, opens a session and
+    prompts ``stream N 0``; against the floor it sends ``push N``. Either way
+    the client only counts frames until the one that is not a notification.
+    """
+    from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
+
+    class Counter(WSListener):
+        def __init__(self) -> None:
+            self.updates = 0
+            self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.reply: asyncio.Future[dict[str, Any]] | None = None
+
+        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+            if frame.msg_type != WSMsgType.TEXT:
+                return
+            payload = frame.get_payload_as_bytes()
+            if b'"method"' in payload:
+                self.updates += 1
+            elif self.reply is not None and not self.reply.done():
+                self.reply.set_result(json.loads(payload))
+            elif not self.done.done():
+                self.done.set_result(None)
+
+    async def prepare() -> tuple[WSTransport, Counter, str]:
+        transport, c = await ws_connect(Counter, url)
+        if floor:
+            return transport, c, ""
+        sid = ""
+        for rid, (method, params) in enumerate(
+            [("initialize", {"protocolVersion": 1}), ("session/new", {"cwd": "/tmp", "mcpServers": []})], 1
+        ):
+            c.reply = asyncio.get_running_loop().create_future()
+            request = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+            transport.send(WSMsgType.TEXT, json.dumps(request).encode())
+            answer = await c.reply
+            sid = answer.get("result", {}).get("sessionId", sid)
+        c.reply = None
+        await asyncio.sleep(0.2)  # let session-start notifications (available commands) arrive first
+        c.updates = 0
+        return transport, c, sid
+
+    prepared = [await prepare() for _ in range(conns)]
+    t0 = time.perf_counter()
+    for transport, _c, sid in prepared:
+        if floor:
+            transport.send(WSMsgType.TEXT, f"push {n}".encode())
+        else:
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"stream {n} 0"}]}
+            transport.send(
+                WSMsgType.TEXT,
+                json.dumps({"jsonrpc": "2.0", "id": 9, "method": "session/prompt", "params": prompt}).encode(),
+            )
+    await asyncio.gather(*(c.done for _t, c, _s in prepared))
+    elapsed = time.perf_counter() - t0
+    total = sum(c.updates for _t, c, _s in prepared)
+    assert total >= conns * n, (total, conns * n)
+    for transport, _c, _s in prepared:
+        transport.disconnect()
+    return total / elapsed
+
+
 def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> dict[str, float]:
     import uvloop
 
@@ -201,8 +269,7 @@ def _sdk_server(port: int) -> None:
     import uvicorn
     from acp.http.asgi import create_asgi_app
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from sdk_demo_agent import SdkDemoAgent
+    from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
 
     def factory(conn: Any) -> Any:
         agent = SdkDemoAgent()
@@ -225,6 +292,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=2000)
     parser.add_argument("--cancels", type=int, default=200)
+    parser.add_argument("--updates", type=int, default=0, help="session/update throughput: this many in total")
     parser.add_argument("--sdk", action="store_true", help="also measure the official SDK's ASGI app under uvicorn")
     parser.add_argument("--sdk-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -240,6 +308,36 @@ def main() -> None:
     cmd += ["--max-connections", str(args.connections + 100)]
     result = _run_server(cmd, port, f"ws://127.0.0.1:{port}/acp", args.connections, args.cancels)
     print("acp_fast  " + "  ".join(f"{k}={v:.1f}" for k, v in result.items()), flush=True)
+    if args.updates:
+        import uvloop
+
+        def throughput(cmd: list[str], port: int, path: str, floor: bool) -> list[float]:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
+            try:
+                _wait_listening(port)
+                url = f"ws://127.0.0.1:{port}{path}"
+                return [uvloop.run(_updates_per_s(url, c, args.updates // c, floor)) for c in (1, 100)]
+            finally:
+                proc.terminate()
+                proc.wait()
+
+        port = _free_port()
+        ours = throughput(
+            [sys.executable, "-m", "acp_fast", "demo", "--listen", f"127.0.0.1:{port}"], port, "/acp", False
+        )
+        port = _free_port()
+        floor_cmd = [sys.executable, str(Path(__file__).parent / "ws_libraries.py"), "--child", "picows-2k", str(port)]
+        bare = throughput(floor_cmd, port, "/", True)
+        rows = {"acp_fast": ours, "floor": bare}
+        if args.sdk:
+            port = _free_port()
+            rows["sdk-asgi"] = throughput([sys.executable, __file__, "--sdk-child", str(port)], port, "/acp", False)
+        for name, (one, hundred) in rows.items():
+            print(f"updates/s {name:9s} 1 connection: {one:,.0f}   100 connections: {hundred:,.0f}")
+        print(f"acp_fast / floor: {ours[0] / bare[0]:.2f} (1), {ours[1] / bare[1]:.2f} (100)")
+        if "sdk-asgi" in rows:
+            sdk = rows["sdk-asgi"]
+            print(f"acp_fast / sdk: {ours[0] / sdk[0]:.2f} (1), {ours[1] / sdk[1]:.2f} (100)")
     if args.cancels:
         import uvloop
 
