@@ -307,7 +307,14 @@ class BigAnswers(DemoAgent):
         return {"data": "x" * 65536}
 
 
-def test_r28_slow_reader_past_the_output_cap_is_closed_1008_others_unaffected(run: Any) -> None:
+class HugeAnswer(DemoAgent):
+    """Answers ``_huge`` with 32 MiB at once: more than loopback socket buffers hold, past any cap."""
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"data": "x" * (32 * 1024 * 1024)}
+
+
+def test_r28_output_past_the_cap_closes_1008_others_unaffected(run: Any) -> None:
     async def body(host: AcpHost) -> None:
         slow = await WsClient.open(_url(host))
         fast = await WsClient.open(_url(host))
@@ -315,9 +322,7 @@ def test_r28_slow_reader_past_the_output_cap_is_closed_1008_others_unaffected(ru
             await c.initialize()
         s_fast = await fast.new_session()
         slow.ws.transport.pause_reading()  # the slow client stops reading its socket
-        # 400 x 64 KiB is far past the loopback socket buffers plus the 256 KiB cap.
-        for _ in range(400):
-            await slow.request_nowait("_big", {})
+        await slow.request_nowait("_huge", {})
         # the other connection streams undisturbed meanwhile
         done = await fast.request(
             "session/prompt", {"sessionId": s_fast, "prompt": [{"type": "text", "text": "stream 50 0"}]}
@@ -326,12 +331,40 @@ def test_r28_slow_reader_past_the_output_cap_is_closed_1008_others_unaffected(ru
         slow.ws.transport.resume_reading()
         await slow.closed.wait()
         assert slow.close_code == 1008
-        assert len(slow.messages) < 1 + 400  # answers past the cap were never queued
         await fast.close()
         await _wait_counts_zero(host)
 
-    limits = Limits(max_buffered_output_bytes=256 * 1024, write_high_water=16 * 1024, drain_flush_s=60.0)
-    run(_with_host(body, factory=BigAnswers, limits=limits))
+    limits = Limits(max_buffered_output_bytes=256 * 1024, drain_flush_s=60.0)
+    run(_with_host(body, factory=HugeAnswer, limits=limits))
+
+
+class MediumAnswers(DemoAgent):
+    """Answers ``_medium`` (any extension method) with 8 KiB on the control lane."""
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"data": "x" * 8192}
+
+
+def test_r26_a_client_sending_without_reading_is_paused_not_closed(run: Any) -> None:
+    """Answers count against the high-water mark: past it the socket is not read, so while the client
+    floods without reading, its buffered output stays near the mark instead of growing to the cap."""
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(_url(host))
+        await c.initialize()
+        c.ws.transport.pause_reading()
+        for _ in range(2500):  # 2500 x 8 KiB answers: far past the loopback socket buffers plus the cap
+            await c.request_nowait("_medium", {})
+            await asyncio.sleep(0)  # requests trickle in, as from a live client
+            assert host.counts["connections"] == 1, "closed instead of paused"
+        counts = host.counts
+        assert counts["connections"] == 1 and counts["reading_paused"] == 1, counts
+        assert counts["max_buffered_output"] < 1024 * 1024, counts  # held, not growing to the cap
+        c.ws.transport.abort()
+        await _wait_counts_zero(host)
+
+    limits = Limits(max_buffered_output_bytes=1024 * 1024, drain_flush_s=1.0)
+    run(_with_host(body, factory=MediumAnswers, limits=limits))
 
 
 # -- R29: drain -----------------------------------------------------------------------------------------------

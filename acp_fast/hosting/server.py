@@ -247,13 +247,19 @@ class AcpHost:
     # -- introspection ------------------------------------------------------------------------------------
     @property
     def counts(self) -> dict[str, int]:
-        """Live process-wide counts; all but the totals return to zero once every client is gone."""
+        """Live process-wide counts; all but the totals return to zero once every client is gone.
+
+        ``reading_paused``: connections whose socket is not being read (backpressure, R26);
+        ``max_buffered_output``: the most output bytes any one connection has queued.
+        """
         return {
             "connections": len(self._peers),
             "sessions": self.budget.sessions,
             "running_prompts": self.budget.running_prompts,
             "accepted": self.accepted,
             "binary_frames": self.binary_frames + sum(p.binary_frames for p in self._peers),
+            "reading_paused": sum(1 for p in self._peers if p.reading_paused),
+            "max_buffered_output": max((p.buffered_output for p in self._peers), default=0),
         }
 
 

@@ -44,6 +44,9 @@ CLOSE_TOO_BIG = WSCloseCode.MESSAGE_TOO_BIG
 CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
 
+_BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
+
+
 def _reply_code(received: WSCloseCode) -> WSCloseCode:
     """The status to answer a client's close with: its own, unless it sent none (or one never sent on the wire)."""
     if received.value < 1000 or received in (WSCloseCode.ABNORMAL_CLOSURE,):
@@ -170,7 +173,8 @@ class WsPeer(WSListener):
         self._fragments: bytearray | None = None
         self._fragment_kind: WSMsgType | None = None
         self._frames_since_end = 0
-        self._reading_paused = False
+        self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
+        self._socket_paused = False
         self.ended = False
         self._awaiting_close_reply = False
         self._drop_timer: asyncio.TimerHandle | None = None
@@ -241,9 +245,7 @@ class WsPeer(WSListener):
         self.ended = True
         self._awaiting_close_reply = True
         self._fragments = None
-        if self._reading_paused and self.ws is not None:
-            self._reading_paused = False
-            self.ws.underlying_transport.resume_reading()
+        self._apply_pauses()
         self._drop_timer = asyncio.get_running_loop().call_later(self.limits.drain_flush_s, self._drop)
 
     def _drop(self) -> None:
@@ -253,12 +255,16 @@ class WsPeer(WSListener):
             ws.disconnect(graceful=False)
 
     def pause_writing(self) -> None:
+        """Output is above the high-water mark: producers wait, and no more input is read (R26),
+        so a client that sends without reading cannot grow its answers' buffer either."""
         if self.writer is not None:
             self.writer.pause_writing()
+        self._hold(_BY_OUTPUT, True)
 
     def resume_writing(self) -> None:
         if self.writer is not None:
             self.writer.resume_writing()
+        self._hold(_BY_OUTPUT, False)
 
     # -- input -----------------------------------------------------------------------------------
     def _continue(self, frame: WSFrame) -> None:
@@ -302,17 +308,38 @@ class WsPeer(WSListener):
         return False
 
     # -- control from the Connection and the host --------------------------------------------------
+    @property
+    def reading_paused(self) -> bool:
+        return self._socket_paused
+
+    @property
+    def buffered_output(self) -> int:
+        return self.out.get_write_buffer_size() if self.out is not None else 0
+
     def pause_reading(self) -> None:
-        if not self._reading_paused and self.ws is not None:
-            self._reading_paused = True
-            self.ws.underlying_transport.pause_reading()
+        self._hold(_BY_INBOX, True)
 
     def resume_reading(self) -> None:
-        if self.ended and not self._awaiting_close_reply:
-            return  # draining: what the client sends now stays unread, so nothing goes unanswered
-        if self._reading_paused and self.ws is not None:
-            self._reading_paused = False
-            self.ws.underlying_transport.resume_reading()
+        self._hold(_BY_INBOX, False)
+
+    def _hold(self, reason: int, on: bool) -> None:
+        self._pauses = self._pauses | reason if on else self._pauses & ~reason
+        self._apply_pauses()
+
+    def _apply_pauses(self) -> None:
+        """Read while nothing holds reading, and always while waiting for the client's close reply."""
+        want_paused = bool(self._pauses) and not self._awaiting_close_reply
+        ws = self.ws
+        if ws is None or want_paused == self._socket_paused:
+            return
+        tcp = ws.underlying_transport
+        if tcp.is_closing():
+            return
+        self._socket_paused = want_paused
+        if want_paused:
+            tcp.pause_reading()
+        else:
+            tcp.resume_reading()
 
     def out_close(self) -> None:
         if self.out is not None:
@@ -330,9 +357,7 @@ class WsPeer(WSListener):
             return
         self.ended = True
         self.out.close_code = code
-        if self.ws is not None and not self.ws.is_disconnected:
-            self._reading_paused = True
-            self.ws.underlying_transport.pause_reading()
+        self._hold(_BY_DRAIN, True)  # what the client sends now stays unread, so nothing goes unanswered
         self.conn.feed_eof(None)
 
     def abort(self) -> None:
