@@ -43,6 +43,7 @@ _HELP = {
     "write_low_water": "stdout bytes below which producers resume",
     "shutdown_grace_s": "seconds background work gets after EOF before it is aborted (R14)",
     "abort_join_s": "seconds to wait for aborted tasks before abandoning them",
+    "flush_timeout_s": "seconds the last flush of stdout may take at exit; the rest is dropped (R14)",
     "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
     "max_connections": "--listen: open connections per process; the next upgrade gets 503",
     "max_sessions_total": "--listen: sessions across all connections of the process",
@@ -86,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"check every message the agent writes against the ACP JSON schema and log each violation "
         f"to stderr (a debug aid; needs acp-fast[validate]; same as {validate.ENV_VAR}=1)",
+    )
+    common.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gc.freeze() what is alive at start-up, so full collections scan only what the session "
+        "made (on by default here; run_agent() leaves it off unless freeze_gc=True)",
     )
     group = common.add_argument_group("limits")
     for f in fields(Limits):
@@ -274,7 +282,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         agent = _load_agent(args.target, unstable=args.unstable)
     from .agent.serve import run_agent
 
-    run_agent(agent, limits, use_uvloop=not args.no_uvloop)
+    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze)
+    if status:
+        # Tasks were abandoned (R14): one may hold a thread the interpreter's exit would join.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 __all__ = ["main"]

@@ -74,7 +74,7 @@ def oracle(stream: bytes, max_line: int, head: int) -> Expected:
     for raw in lines:
         if len(raw) > max_line:
             frames.append(Oversized(len(raw), raw[:head]))
-        elif line := raw.removesuffix(b"\r"):
+        elif (line := raw.removesuffix(b"\r")).strip(b" \t\r"):  # blank lines carry nothing
             frames.append(line)
     over = len(rest) > max_line
     close = Truncated(len(rest), rest[:head] if over else rest, over) if rest else None

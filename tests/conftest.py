@@ -7,7 +7,8 @@ a ``Harness`` take it for every test with
 ``pytestmark = pytest.mark.usefixtures("read_path")``.
 
 ``run`` executes a coroutine on a fresh loop of the parametrised kind
-(asyncio, uvloop) in debug mode, and fails the test if the loop's exception
+(asyncio, uvloop, and for the dispatch tests asyncio with the eager task
+factory on 3.12+) in debug mode, and fails the test if the loop's exception
 handler fired (an exception in a callback or a never-retrieved task error),
 so async failures cannot hide.
 """
@@ -81,12 +82,45 @@ def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
         if uvloop is None:
             pytest.fail("uvloop is not installed")
         return uvloop.new_event_loop()
-    return asyncio.new_event_loop()
+    loop = asyncio.new_event_loop()
+    if kind == "asyncio-eager":
+        loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
+    return loop
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
-def loop_kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+#: The dispatch tests also run with ``asyncio.eager_task_factory`` (3.12+), where
+#: ``create_task`` runs the new task's first step at once: R10's "before the task
+#: ran a step" and the inline path must hold there too.
+EAGER_MODULES = frozenset(
+    {
+        "test_compat",
+        "test_faults_dispatch_inproc",
+        "test_r01_r06_lanes",
+        "test_r07_r09_limits",
+        "test_r10_r12_cancel",
+        "test_r13_r16_shutdown",
+        "test_r17_mcp",
+        "test_r18_r19_inline_dispatch",
+        "test_r18_r21_dispatch_api",
+        "test_r22_r23_sessions",
+        "test_r24_errors_inproc",
+    }
+)
+EAGER_SKIP = pytest.mark.skipif(
+    not hasattr(asyncio, "eager_task_factory"), reason="asyncio.eager_task_factory is new in Python 3.12"
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise ``loop_kind``: asyncio and uvloop everywhere, eager asyncio for the dispatch tests."""
+    if "loop_kind" not in metafunc.fixturenames or any(
+        "loop_kind" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")
+    ):
+        return  # not wanted, or the test names its own loop kinds
+    kinds: list[Any] = ["asyncio", "uvloop"]
+    if metafunc.module.__name__.rpartition(".")[2] in EAGER_MODULES:
+        kinds.append(pytest.param("asyncio-eager", marks=EAGER_SKIP))
+    metafunc.parametrize("loop_kind", kinds)
 
 
 @pytest.fixture

@@ -309,6 +309,7 @@ class AgentProcess:
         env: dict[str, str] | None = None,
         read_stdout: bool = True,
         python_args: bool = False,
+        stdin_path: str | None = None,
     ) -> None:
         import os
         import queue
@@ -318,14 +319,19 @@ class AgentProcess:
         from pathlib import Path
 
         root = str(Path(__file__).resolve().parent.parent)
-        self.proc = subprocess.Popen(
-            [sys.executable, *(args if python_args else ("-m", "acp_fast", *args))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd or root,
-            env={**os.environ, **(env or {})},
-        )
+        stdin_file = None if stdin_path is None else open(stdin_path, "rb")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, *(args if python_args else ("-m", "acp_fast", *args))],
+                stdin=subprocess.PIPE if stdin_file is None else stdin_file,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd or root,
+                env={**os.environ, **(env or {})},
+            )
+        finally:
+            if stdin_file is not None:
+                stdin_file.close()  # the child has its own copy
         self.inbox: queue.Queue[Any] = queue.Queue()
         self.stdout_lines: list[bytes] = []
         self._stderr = bytearray()

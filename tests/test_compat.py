@@ -131,10 +131,12 @@ def test_r10_compat_cancel_mid_stream_answers_cancelled_and_calls_sdk_cancel(run
 
 def test_r10_compat_cancel_in_same_chunk_as_prompt_cancels_it(run: Any) -> None:
     async def body() -> None:
-        h, _sample, sid = await _start()
+        h, sample, sid = await _start()
         prompt = h.request_obj("session/prompt", prompt_params(sid, "wait"))
         h.send(prompt, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
         assert (await h.response(prompt["id"]))["result"] == {"stopReason": "cancelled"}
+        # Cancelled before its task ran a step: the SDK agent's prompt is never called (R10).
+        assert _calls(sample, "prompt") == [] and h.updates(sid) == []
         await close_and_check(h)
 
     run(body())
@@ -220,9 +222,11 @@ def test_compat_client_errors_reach_the_sdk_agent_as_request_error(run: Any) -> 
     run(body())
 
 
-def test_compat_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
+def test_compat_strict_capability_gate_raises_request_error_in_sdk_code(run: Any) -> None:
     async def body() -> None:
-        h, sample, _sid = await _start()  # no fs capability advertised
+        sample = SampleAgent()
+        h = Harness(wrap_sdk_agent(sample, strict=True))
+        await h.initialize()  # no fs capability advertised
         conn = sample.conn
         assert isinstance(conn, SdkClient)
         try:
@@ -298,7 +302,8 @@ def test_compat_unstable_methods_need_the_flag_as_in_the_sdk(run: Any) -> None:
         caps = (await off.initialize())["agentCapabilities"]
         assert "sessionCapabilities" not in caps
         sid = await off.new_session()
-        assert (await off.call("session/close", {"sessionId": sid}))["error"]["code"] == -32601
+        with pytest.warns(UserWarning, match="use_unstable_protocol"):  # as the SDK warns
+            assert (await off.call("session/close", {"sessionId": sid}))["error"]["code"] == -32601
         await close_and_check(off)
 
         sample = _Unstable()

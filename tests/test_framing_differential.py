@@ -29,7 +29,7 @@ pytestmark = pytest.mark.c_extension
 Trace = list[object]
 
 pieces = st.one_of(
-    st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\n", b"a", b"xyz", b"\x00", b"\xff\xfe"]),
+    st.sampled_from([b"\n", b"\r", b"\r\n", b"\n\n", b" ", b"\t", b"a", b"xyz", b"\x00", b"\xff\xfe"]),
     st.binary(max_size=12),
 )
 streams = st.lists(pieces, max_size=40).map(b"".join)

@@ -51,7 +51,7 @@ def _random_input(rng: random.Random) -> bytes:
     """A header then a stream biased to newlines, CRs and short runs of other bytes."""
     header = bytes([rng.randrange(1, 24), rng.randrange(0, 10), rng.randrange(8)])
     header += bytes(rng.randrange(256 if rng.random() < 0.2 else 8) for _ in range(7))
-    alphabet = [b"\n", b"\r", b"\r\n", b"a", b"\x00", b"\xff"]
+    alphabet = [b"\n", b"\r", b"\r\n", b" ", b"\t", b"a", b"\x00", b"\xff"]
     parts = [
         rng.choice(alphabet) if rng.random() < 0.7 else rng.randbytes(rng.randrange(1, 30))
         for _ in range(rng.randrange(60))

@@ -224,6 +224,18 @@ def test_r25_a_million_empty_lines_are_skipped(agent: AgentProcess) -> None:
     _served(agent)
 
 
+def test_r24_whitespace_only_lines_are_skipped_like_empty_lines(agent: AgentProcess) -> None:
+    blank = b" \n\t\n \t \r\n\r\n\r\r\n \r\n"  # a lone \r is what a Windows client's blank line leaves
+    agent.send_raw(blank * 10_000 + b" " * 4096 + b"\n" + PROBE)
+    _served(agent)  # no -32700 came first
+    _error_then_served(agent, b" x \r", -32700)  # whitespace around anything else is still a line
+
+
+def test_r24_valid_json_beyond_the_decoder_limits_is_a_parse_error(agent: AgentProcess) -> None:
+    huge = b'{"jsonrpc":"2.0","id":"huge","method":"session/list","params":{"n":%s}}' % (b"9" * 1_000_000)
+    _error_then_served(agent, huge, -32700)  # RFC 8259 section 9 lets a parser set such limits
+
+
 def test_r25_200_mib_line_at_a_1_mib_limit_is_refused_with_its_id(agent: AgentProcess) -> None:
     base = agent.status("VmRSS")
     agent.send_raw(b'{"jsonrpc":"2.0","id":"big","method":"session/list","params":{"pad":"')

@@ -83,11 +83,12 @@ def test_r10_cancel_in_same_chunk_as_prompt_cancels_it(run: Any, framer_cls: typ
         assert resp["result"] == {"stopReason": "cancelled"}, resp
         # The agent's cancel hook ran (spawned beside the loop) ...
         assert [call[0] for call in agent.cancel_calls] == [sid]
-        # ... and the cancel reached the prompt's token before its first step,
-        # so the prompt stopped at its first await.
-        assert agent.cancelled_at_start == [True]
+        # ... and the cancel reached the prompt's token before its task ran a
+        # step, so the prompt body was never called; its end-of-turn hook was.
+        assert agent.cancelled_at_start == []
         assert agent.ran_past_first_await == 0
         assert agent.turn_ends == [(sid, "cancelled")]
+        assert h.updates(sid) == [] and h.outgoing_requests() == []
         await close_and_check(h)
 
     run(body())
@@ -192,7 +193,7 @@ def test_r12_cancel_request_in_same_chunk_as_background_request_cancels_it(
         h.send(req, {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "ext-1"}})
         resp = await h.response("ext-1")
         assert resp["error"]["code"] == -32800, resp
-        assert not agent.ext_release.is_set()
+        assert not agent.ext_started.is_set()  # cancelled before its task ran a step: never called (R10)
         await close_and_check(h)
 
     run(body())

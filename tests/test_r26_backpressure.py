@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 
 from acp_fast.agent.base import Agent
@@ -66,13 +67,14 @@ def test_r26_stalled_reader_bounds_transport_bytes_and_loses_no_update(
         await blocked.wait()
         produced = agent.produced
         assert 0 < produced < UPDATES
-        # The loop still turns (a control request is handled) while the producer stays put.
-        h.request("session/set_mode", {"sessionId": sid, "modeId": "m"})
-        await agent.mode_set.wait()
+        # Answers are output too: a control request waits in the inbox, not in the pipe.
+        mid = h.request("session/set_mode", {"sessionId": sid, "modeId": "m"})
+        assert h.conn.counts["inbox"] == 1 and not agent.mode_set.is_set()
         assert agent.produced == produced
         assert len(h.raw) == delivered  # nothing reached the client while stalled
 
         h.transport.unstall()
+        assert "result" in await h.response(mid)
         done = await h.response(pid)
         assert done["result"] == {"stopReason": "end_turn"}, done
         texts = [u["update"]["content"]["text"] for u in h.updates(sid)]
@@ -104,5 +106,60 @@ def test_r26_send_notification_never_waits_and_drain_waits_for_the_stalled_pipe(
         items = [m["params"]["n"] for m in h.messages if m.get("method") == "_stream/item"]
         assert items == list(range(sent))
         await close_and_check(h)
+
+    run(body())
+
+
+def test_r26_answers_are_backpressure_too_and_reading_stops_mid_chunk(run: Any, framer_cls: type) -> None:
+    high, inbox = 1 * KiB, 8
+    n = 200
+
+    async def body() -> None:
+        limits = Limits(write_high_water=high, write_low_water=high // 4, max_inbox=inbox)
+        h = Harness(FirehoseAgent(), limits=limits, framer_cls=framer_cls)
+        await h.initialize()
+        h.transport.stall()
+        # One read chunk of malformed lines and a probe: every line wants an answer.
+        probe = h.request_obj("session/list")  # unsupported by this agent: -32601, an answer all the same
+        h.send_raw(b"x\n" * n + orjson.dumps(probe) + b"\n")
+        # Past the high-water mark nothing more is dispatched; past the inbox bound nothing more
+        # is decoded: the rest of the chunk waits as raw lines, and the transport reads no more.
+        assert h.transport.paused
+        assert h.conn.counts["inbox"] <= inbox
+        assert not h.read_transport.reading
+        answered = h.raw.count(b"\n")
+        assert answered == 1  # only initialize's answer reached the client
+        largest = len(orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700}})) + 256
+        assert h.transport.max_held <= high + largest, h.transport.max_held
+
+        h.transport.unstall()
+        await h.wait_for(lambda: len(h.messages) == 1 + n + 1)
+        errors, last = h.messages[1:-1], h.messages[-1]
+        assert all(m["id"] is None and m["error"]["code"] == -32700 for m in errors)
+        assert last["id"] == probe["id"], last  # every answer, in order, once the client reads
+        assert h.read_transport.reading
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r13_r26_lines_held_at_a_pause_are_dropped_when_reading_is_closed(run: Any, framer_cls: type) -> None:
+    high, inbox, n = 1 * KiB, 8, 200
+
+    async def body() -> None:
+        limits = Limits(write_high_water=high, write_low_water=high // 4, max_inbox=inbox)
+        h = Harness(FirehoseAgent(), limits=limits, framer_cls=framer_cls)
+        await h.initialize()
+        h.transport.stall()
+        h.send_raw(b"x\n" * n)
+        queued = h.conn.counts["inbox"]
+        assert 0 < queued <= inbox and not h.read_transport.reading
+        # What SIGTERM does: stop reading, end the input. The held lines are as unread as the pipe's.
+        h.reader.close()
+        h.reader.connection_lost(None)
+        await h.task  # the shutdown flush releases the stalled transport
+        answered = [m for m in h.messages[1:] if m.get("error", {}).get("code") == -32700]
+        assert len(answered) < n - inbox, len(answered)  # the inbox was answered, the held rest was not
+        h.assert_no_leaks()
 
     run(body())

@@ -1,24 +1,30 @@
-"""R04, R05, R07, R08, R10-R15, R24: a hypothesis state machine drives the dispatcher.
+"""R04, R05, R07, R08, R10-R15, R20, R24: a hypothesis state machine drives the dispatcher.
 
-Random interleavings of session/new, prompt (held open, released, failing),
-session/cancel, $/cancel_request, set_mode (ok and failing) and EOF run
-against a real AgentServer through the in-memory Harness, on one asyncio loop
-kept on the machine. A small model says what each step must produce; after
-every step the invariants check the whole output so far: one response per
-request, none for notifications, at most one running prompt per session, a
-prompt's updates before its response, and after EOF no slot, reservation or
-task left. Every wait is ``Harness.wait_for`` (event-driven); the outer
-timeout only turns a hang into a failure.
+Random interleavings of session/new, prompt (held open, released, failing,
+or waiting on the client: a permission request or an fs read),
+session/cancel, $/cancel_request, set_mode (ok and failing), the client's
+answers to the agent's requests (in time, late after the turn was cancelled,
+or in the same read as a cancel, either order) and EOF run against a real
+AgentServer through the in-memory Harness, on one asyncio loop kept on the
+machine (the eager variant sets ``asyncio.eager_task_factory`` on it). A
+small model says what each step must produce; after every step the
+invariants check the whole output so far: one response per request, none for
+notifications, at most one running prompt per session, a prompt's updates
+before its response, ``$/cancel_request`` exactly for the agent requests a
+cancelled turn abandoned unanswered, no noise from late answers, and after
+EOF no slot, reservation or task left. Every wait is ``Harness.wait_for``
+(event-driven); the outer timeout only turns a hang into a failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -31,8 +37,19 @@ POOL = 3  # small, so the R08 refusal is reached often
 HANG_S = 10.0
 
 
+#: What the agent asks the client for, by prompt text, and the client's answer to it.
+ASKS: dict[str, tuple[str, Any]] = {
+    "ask": ("session/request_permission", {"outcome": {"outcome": "selected", "optionId": "allow"}}),
+    "read": ("fs/read_text_file", {"content": "hello"}),
+}
+
+
 class ModelAgent(Agent):
-    """A prompt says ``start <id>``, then waits for ``release[id]``; ``fail`` raises after the update."""
+    """A prompt says ``start <id>``, then waits for ``release[id]``; ``fail`` raises after the update.
+
+    ``ask`` and ``read`` first wait for the client's answer to a permission
+    request or an fs read, and say ``answered <id>`` when it came.
+    """
 
     def __init__(self) -> None:
         self.release: dict[Any, asyncio.Event] = {}
@@ -50,8 +67,16 @@ class ModelAgent(Agent):
         rid = current_turn().request_id
         try:
             await self.client.agent_message_chunk(session_id, f"start {rid}")
-            if prompt[0]["text"] == "fail":
+            text = prompt[0]["text"]
+            if text == "fail":
                 raise RuntimeError("prompt handler failure")
+            if text == "ask":
+                allow = {"optionId": "allow", "name": "Allow", "kind": "allow_once"}
+                await self.client.request_permission(session_id, {"toolCallId": f"t-{rid}"}, [allow])
+                await self.client.agent_message_chunk(session_id, f"answered {rid}")
+            elif text == "read":
+                await self.client.read_text_file(session_id, "/tmp/x")
+                await self.client.agent_message_chunk(session_id, f"answered {rid}")
             await self.release.setdefault(rid, asyncio.Event()).wait()
             await self.client.agent_message_chunk(session_id, f"end {rid}")
             return "end_turn"
@@ -59,18 +84,37 @@ class ModelAgent(Agent):
             self.finalized.append(rid)
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 class DispatchMachine(RuleBasedStateMachine):
+    eager = False
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
+        if self.eager:
+            self.loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined,unused-ignore]
         self.loop_errors: list[dict[str, Any]] = []
         self.loop.set_exception_handler(lambda _l, ctx: self.loop_errors.append(ctx))
+        self.log = _Records()
+        logging.getLogger("acp_fast").addHandler(self.log)
         self.agent = ModelAgent()
         self.h: Harness = self._run(self._make())
         self.sessions: list[str] = []
         self.running: dict[str, Any] = {}  # session -> id of its running prompt
         self.requests: set[Any] = set()  # every request id sent
         self.prompts: set[Any] = set()  # ids of prompts that were admitted
+        self.asking: dict[Any, Any] = {}  # prompt id -> id of the agent request it awaits
+        self.unanswered: dict[Any, tuple[Any, str]] = {}  # agent request id -> (prompt id, method)
+        self.abandoned: set[Any] = set()  # agent requests a cancelled turn left unanswered
+        self.answered_out: set[Any] = set()  # agent requests the client has answered
         self.closed = False
 
     async def _make(self) -> Harness:
@@ -88,22 +132,47 @@ class DispatchMachine(RuleBasedStateMachine):
         return self._run(self.h.response(rid))
 
     def _started(self, rid: Any) -> bool:
-        return any(u["update"]["content"]["text"] == f"start {rid}" for u in self.h.updates())
+        return self._said(f"start {rid}")
+
+    def _said(self, text: str) -> bool:
+        return any(u["update"]["content"]["text"] == text for u in self.h.updates())
+
+    def _asked_by(self, sid: str) -> dict[str, Any] | None:
+        """The agent request of session ``sid``'s running prompt the model does not know yet."""
+        known = set(self.unanswered) | self.answered_out
+        return next(
+            (m for m in self.h.outgoing_requests() if m["id"] not in known and m["params"]["sessionId"] == sid),
+            None,
+        )
+
+    def _barrier(self) -> None:
+        """Everything sent so far has been dispatched: a control request's answer came."""
+        self._response(self._request("session/set_mode", {"sessionId": self.sessions[0], "modeId": "ask"}))
+
+    def _cancelled(self, rid: Any) -> None:
+        """The model's side of a turn ending as cancelled: what it awaited is now abandoned."""
+        out = self.asking.pop(rid, None)
+        if out is not None:
+            event("a cancelled turn abandoned its agent request")
+            self.abandoned.add(out)
 
     # -- rules ---------------------------------------------------------------------------
     @precondition(lambda self: not self.closed and len(self.sessions) < 5)
     @rule()
     def new_session(self) -> None:
         if not self.sessions:
-            assert "result" in self._response(self._request("initialize", {"protocolVersion": 1}))
+            caps = {"fs": {"readTextFile": True}}
+            init = {"protocolVersion": 1, "clientCapabilities": caps}
+            assert "result" in self._response(self._request("initialize", init))
         resp = self._response(self._request("session/new", {"cwd": "/tmp", "mcpServers": []}))
         self.sessions.append(resp["result"]["sessionId"])
 
     @precondition(lambda self: not self.closed and self.sessions)
-    @rule(data=st.data(), fail=st.booleans())
-    def prompt(self, data: st.DataObject, fail: bool) -> None:
+    @rule(data=st.data(), kind=st.sampled_from(["hold", "fail", "ask", "read"]))
+    def prompt(self, data: st.DataObject, kind: str) -> None:
         sid = data.draw(st.sampled_from(self.sessions))
-        rid = self._request("session/prompt", prompt_params(sid, "fail" if fail else "hold"))
+        fail = kind == "fail"
+        rid = self._request("session/prompt", prompt_params(sid, kind))
         if sid in self.running or len(self.running) >= POOL:  # R07, R08: refused at once
             resp = self._response(rid)
             assert resp["error"]["code"] == -32000, resp
@@ -116,11 +185,48 @@ class DispatchMachine(RuleBasedStateMachine):
         self._run(self.h.wait_for(lambda: self._started(rid) or self.h.find_response(rid)))
         assert self.h.find_response(rid) is None, self.h.find_response(rid)  # admitted, running
         self.running[sid] = rid
+        if kind in ASKS:
+            asked = self._run(self.h.wait_for(lambda: self._asked_by(sid)))
+            assert asked["method"] == ASKS[kind][0], asked
+            self.asking[rid] = asked["id"]
+            self.unanswered[asked["id"]] = (rid, kind)
 
-    @precondition(lambda self: not self.closed and self.running)
+    @precondition(lambda self: not self.closed and self.unanswered)
+    @rule(data=st.data())
+    def answer(self, data: st.DataObject) -> None:
+        """The client answers one agent request: in time, or late after its turn was cancelled."""
+        out = data.draw(st.sampled_from(sorted(self.unanswered)))
+        rid, kind = self.unanswered.pop(out)
+        self.answered_out.add(out)
+        self.h.send({"jsonrpc": "2.0", "id": out, "result": ASKS[kind][1]})
+        if self.asking.get(rid) == out:
+            event("agent request answered in time")
+            del self.asking[rid]  # the prompt goes on, then holds until released
+            self._run(self.h.wait_for(lambda: self._said(f"answered {rid}")))
+        else:
+            event("agent request answered late, after its turn was cancelled")
+            self._barrier()  # a late answer: dispatched, and nothing follows from it
+
+    @precondition(lambda self: not self.closed and self.asking)
+    @rule(data=st.data(), answer_first=st.booleans())
+    def answer_races_cancel(self, data: st.DataObject, answer_first: bool) -> None:
+        """The client's answer and a session/cancel in one read: the turn ends cancelled either way."""
+        rid = data.draw(st.sampled_from(sorted(self.asking, key=repr)))
+        out = self.asking.pop(rid)
+        _, kind = self.unanswered.pop(out)
+        self.answered_out.add(out)
+        sid = next(s for s, r in self.running.items() if r == rid)
+        reply = {"jsonrpc": "2.0", "id": out, "result": ASKS[kind][1]}
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        event(f"answer and cancel in one read, {'answer' if answer_first else 'cancel'} first")
+        self.h.send(*((reply, cancel) if answer_first else (cancel, reply)))
+        del self.running[sid]
+        assert self._response(rid)["result"] == {"stopReason": "cancelled"}
+
+    @precondition(lambda self: not self.closed and any(r not in self.asking for r in self.running.values()))
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        sid = data.draw(st.sampled_from(list(self.running)))
+        sid = data.draw(st.sampled_from([s for s, r in self.running.items() if r not in self.asking]))
         rid = self.running.pop(sid)
         self.agent.release.setdefault(rid, asyncio.Event()).set()
         assert self._response(rid)["result"] == {"stopReason": "end_turn"}
@@ -131,7 +237,9 @@ class DispatchMachine(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(self.sessions))
         self.h.notify("session/cancel", {"sessionId": sid})
         if sid in self.running:  # R10-R12: answered as cancelled, not as an error
-            assert self._response(self.running.pop(sid))["result"] == {"stopReason": "cancelled"}
+            rid = self.running.pop(sid)
+            self._cancelled(rid)
+            assert self._response(rid)["result"] == {"stopReason": "cancelled"}
 
     @precondition(lambda self: not self.closed and self.requests)
     @rule(data=st.data())
@@ -141,6 +249,7 @@ class DispatchMachine(RuleBasedStateMachine):
         sid = next((s for s, r in self.running.items() if r == rid), None)
         if sid is not None:
             del self.running[sid]
+            self._cancelled(rid)
             assert self._response(rid)["result"] == {"stopReason": "cancelled"}
 
     @precondition(lambda self: not self.closed and self.sessions)
@@ -158,6 +267,7 @@ class DispatchMachine(RuleBasedStateMachine):
         for rid in self.running.values():
             assert self.h.find_response(rid)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
         self.running.clear()
+        self.asking.clear()  # nothing is read after EOF: no $/cancel_request is owed
         self.closed = True
 
     @precondition(lambda self: self.closed)
@@ -195,6 +305,21 @@ class DispatchMachine(RuleBasedStateMachine):
             assert rid not in answered_at or answered_at[rid] > i, rid  # R05
 
     @invariant()
+    def cancel_requests_exactly_for_abandoned_agent_requests(self) -> None:
+        sent = [m["params"]["requestId"] for m in self.h.messages if m.get("method") == "$/cancel_request"]
+        assert len(sent) == len(set(sent)), sent
+        assert set(sent) == self.abandoned, (sent, self.abandoned)
+        asked = [m["id"] for m in self.h.outgoing_requests()]
+        assert len(asked) == len(set(asked)), asked
+
+    @invariant()
+    def late_answers_make_no_noise(self) -> None:
+        for record in self.log.records:
+            text = record.getMessage() + repr(record.exc_info)
+            for noise in ("InvalidStateError", "unknown request id", "second answer", "never retrieved"):
+                assert noise not in text, text
+
+    @invariant()
     def nothing_leaked_after_eof(self) -> None:
         if self.closed:
             self.h.assert_no_leaks()  # R15
@@ -207,11 +332,18 @@ class DispatchMachine(RuleBasedStateMachine):
                 self.nothing_leaked_after_eof()
             assert not self.loop_errors, self.loop_errors
         finally:
+            logging.getLogger("acp_fast").removeHandler(self.log)
             self.loop.close()
 
 
+class EagerDispatchMachine(DispatchMachine):
+    """The same machine with ``asyncio.eager_task_factory`` (3.12+)."""
+
+    eager = True
+
+
 SETTINGS = settings(
-    max_examples=100,
+    max_examples=400,
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
@@ -222,3 +354,11 @@ SETTINGS = settings(
 @pytest.mark.usefixtures("read_path")
 def test_dispatch_state_machine() -> None:
     run_state_machine_as_test(DispatchMachine, settings=SETTINGS)
+
+
+@pytest.mark.skipif(
+    not hasattr(asyncio, "eager_task_factory"), reason="asyncio.eager_task_factory is new in Python 3.12"
+)
+@pytest.mark.usefixtures("read_path")
+def test_dispatch_state_machine_eager() -> None:
+    run_state_machine_as_test(EagerDispatchMachine, settings=SETTINGS)

@@ -45,7 +45,6 @@ from ..wire.errors import AcpError, InvalidParams, MethodNotFound, ServerBusy
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
-    from ..peer.pending import PendingRequest
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +158,7 @@ class McpClientConnection:
         """Send one inner MCP request; returns the inner result, raises the inner error."""
         connection_id = await self._open_id()
         pending = self._bridge.conn.send_request("mcp/message", _outer(connection_id, method, params))
-        return await self._bridge._await_cancellable(pending)
+        return await pending  # a cancelled awaiter makes the connection send $/cancel_request
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send one inner MCP notification."""
@@ -340,15 +339,6 @@ class McpBridge:
         self._connecting.discard(client)
         if client.connection_id is not None and self._clients.get(client.connection_id) is client:
             del self._clients[client.connection_id]
-
-    async def _await_cancellable(self, pending: PendingRequest) -> Any:
-        """Await an outgoing request; if the awaiting task is cancelled, tell the peer."""
-        try:
-            return await pending
-        except asyncio.CancelledError:
-            if not pending.done and self.conn.state.value == "open":
-                self.conn.send_notification("$/cancel_request", {"requestId": pending.id})
-            raise
 
     # -- shutdown -------------------------------------------------------------------------
     async def shutdown(self) -> None:

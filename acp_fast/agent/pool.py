@@ -9,6 +9,15 @@ Every job answers its request exactly once. A job cancelled through its
 token or by task cancellation answers ``{"stopReason": "cancelled"}`` for a
 prompt and -32800 otherwise (R12); if the task is gone without an answer
 (aborted after the grace period, R14), the pool answers for it.
+
+A job whose token is cancelled before its task ran a step never calls its
+body (R10): only its ``not_started`` hook runs (a prompt's end-of-turn hook),
+then it answers as cancelled. The body never starts on the admitting
+dispatch step either: under an eager task factory (3.12+) the task's first
+step happens inside ``create_task``, so the job hands that step back before
+anything else. With either factory a cancel in the same read as its prompt
+therefore finds the turn not yet started, and a prompt body never holds the
+control lane (R03).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..peer.connection import IncomingRequest
-from ..wire.errors import RequestCancelled, ServerBusy
+from ..wire.errors import InternalError, RequestCancelled, ServerBusy
 from .cancel import CancelToken
 from .sessions import Session
 
@@ -101,31 +110,59 @@ class BackgroundPool:
         self._jobs[request.id] = job
         return job
 
-    def start(self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any]) -> None:
-        """Create the job's task; ``result_of`` maps the body's return to the wire result."""
+    def start(
+        self,
+        job: Job,
+        body: JobBody,
+        result_of: Callable[[Job, Any], Any],
+        not_started: JobBody | None = None,
+    ) -> None:
+        """Create the job's task; ``result_of`` maps the body's return to the wire result.
+
+        ``not_started`` runs instead of ``body`` when the job was cancelled
+        before its task ran a step (R10).
+        """
         method = job.request.method
         label = job.session.id if job.session is not None else "-"
-        job.task = self._loop.create_task(
-            self._run(job, body, result_of), name=f"acp.{method}:{label}:{job.request.id}"
+        task = self._loop.create_task(
+            self._run(job, body, result_of, not_started), name=f"acp.{method}:{label}:{job.request.id}"
         )
-        job.task.add_done_callback(lambda _t: self._release(job))
+        job.task = task
+        task.add_done_callback(lambda _t: self._release(job))
 
-    async def _run(self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any]) -> None:
-        job.started = True
+    async def _run(
+        self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any], not_started: JobBody | None
+    ) -> None:
         task = asyncio.current_task()
-        if job.token.cancelled and task is not None:
-            task.cancel()  # cancelled before it ran a step (R10): stop at its first await
         try:
+            if job.task is None:  # started eagerly, inside create_task: hand the dispatch step back
+                await asyncio.sleep(0)
+            job.started = True
+            if job.token.cancelled:  # cancelled before this task ran a step (R10): no body
+                if not_started is not None:
+                    await not_started(job)
+                self._release(job)
+                return
             value = await body(job)
             outcome = CANCELLED_PROMPT if job.token.cancelled and job.is_prompt else result_of(job, value)
-        except asyncio.CancelledError:
-            if task is not None:
+        except asyncio.CancelledError as exc:
+            if task is not None and task.cancelling():
                 task.uncancel()
+            elif not (job.token.cancelled or job.aborted):  # raised with no cancel asked: a bug (R24)
+                log.error("%s raised CancelledError without being cancelled", job, exc_info=exc)
+                self._release(job, error=exc)
+                return
             self._release(job)
             return
         except Exception as exc:
             log.error("%s failed", job, exc_info=exc)
             self._release(job, error=exc)
+            return
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # neither Exception nor cancellation: still one answer (R24)
+            log.error("%s failed", job, exc_info=exc)
+            self._release(job, error=InternalError(data={"error": type(exc).__name__}))
             return
         self._release(job, result=outcome)
 

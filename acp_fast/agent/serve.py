@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import dis
 import gc
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 from ..peer.connection import Connection
 from ..peer.reader import ReadProtocol
 from ..peer.writer import Writer
-from ..transports.loop import install_event_loop_policy
+from ..transports.loop import event_loop_factory
 from ..transports.stdio import connect_stdio
 from ..wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
 from ..wire.framing import new_framer
@@ -71,31 +73,117 @@ def _on_signal(reader: ReadProtocol, sig: signal.Signals) -> None:
     reader.connection_lost(None)
 
 
-def run_agent(agent: Agent, limits: Limits | None = None, use_uvloop: bool = True) -> None:
-    """Run ``agent`` on stdio until EOF or SIGTERM/SIGINT, then exit cleanly.
+def run_agent(
+    agent: Agent,
+    limits: Limits | None = None,
+    use_uvloop: bool = True,
+    freeze_gc: bool = False,
+) -> int:
+    """Run ``agent`` on stdio until EOF or SIGTERM/SIGINT; return the exit status.
 
-    Not ``asyncio.run``: that waits for every task at exit, and a task that
-    ignores cancellation would hang the process after the grace period
-    (R14). Here such a task is abandoned once the shutdown is complete.
+    This is the blocking process entry: it runs its own event loop and
+    returns when the session is over (in async code, ``await
+    serve_stdio(agent)`` instead). The status is 0, or 1 when the shutdown
+    had to abandon tasks that ignored cancellation (R14): those are left
+    behind rather than awaited, since ``asyncio.run`` would wait for them
+    for ever.
+
+    ``freeze_gc`` moves everything alive at start-up out of the cyclic
+    collector's sight (``gc.freeze``), so a full collection scans only what
+    the session made (a multi-millisecond pause otherwise). It is
+    process-wide and a cycle frozen at start-up is never collected, so it is
+    off unless asked for; ``acp-fast`` asks for it.
     """
-    kind = install_event_loop_policy() if use_uvloop else "asyncio"
-    # Everything imported so far lives as long as the process: move it out of
-    # the collector's sight, so a full collection scans only what the session
-    # created (a multi-millisecond pause otherwise, straight into cancel p99).
-    gc.collect()
-    gc.freeze()
+    _refuse_misuse(sys._getframe(1))
+    factory, kind = event_loop_factory(use_uvloop)
+    if freeze_gc:
+        gc.collect()
+        gc.freeze()
     log.info("event loop: %s; framer: %s", kind, FRAMER_IMPLEMENTATION)
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
+    runner = asyncio.Runner(loop_factory=factory)
     try:
-        loop.run_until_complete(serve_stdio(agent, limits))
-        leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        if leftovers:
-            log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    finally:
-        asyncio.set_event_loop(None)
-        loop.close()
+        runner.run(serve_stdio(agent, limits))
+        loop = runner.get_loop()
+        leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
+    except BaseException:
+        runner.close()
+        raise
+    if not leftovers:
+        runner.close()
+        return 0
+    log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
+    _abandon(loop, leftovers)
+    return 1
+
+
+def _abandon(loop: asyncio.AbstractEventLoop, tasks: set[asyncio.Task[Any]]) -> None:
+    """Close ``loop`` without waiting for ``tasks`` (``Runner.close`` would wait for ever).
+
+    When they are collected later, asyncio reports each as destroyed while
+    pending; they were already reported as abandoned, so that is not repeated.
+    """
+    default = loop.default_exception_handler
+
+    def handler(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("task") not in tasks:
+            default(context)
+
+    loop.set_exception_handler(handler)
+    loop.close()
+
+
+def _refuse_misuse(caller: FrameType) -> None:
+    """Fail at once on the two ways SDK users call an async ``run_agent``.
+
+    The official SDK's ``run_agent`` is a coroutine. This one blocks, so
+    inside a running loop it cannot work, and ``asyncio.run(run_agent(a))``
+    would serve the whole session before ``asyncio.run`` refused the None it
+    got. Both are refused before anything is served, naming the right call.
+    """
+    right = "in async code use `await acp_fast.serve_stdio(agent)`; at top level call `run_agent(agent)` alone"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(f"run_agent() runs its own event loop and cannot run inside one: {right}")
+    runner = _runner_receiving_result(caller)
+    if runner is not None:
+        raise TypeError(
+            f"run_agent() is not a coroutine: it serves the session itself and returns its exit status, "
+            f"so {runner}(run_agent(...)) has nothing to run: {right}"
+        )
+
+
+_RUNNERS = frozenset({"run", "run_until_complete", "ensure_future", "create_task", "gather", "wait_for"})
+
+
+def _runner_receiving_result(frame: FrameType) -> str | None:
+    """The name of the call ``frame`` passes our result to, if it is one that runs coroutines.
+
+    Read from the caller's bytecode: the instruction after the current call
+    consumes the result; when it is another call, the names loaded at that
+    call's start position spell its callee (``asyncio.run``). None when the
+    result is used any other way, or positions are not recorded.
+    """
+    instructions = list(dis.get_instructions(frame.f_code))
+    # f_lasti is the call, or (3.11) one of the inline cache entries that follow it.
+    here = max((i for i, ins in enumerate(instructions) if ins.offset <= frame.f_lasti), default=None)
+    if here is None or not instructions[here].opname.startswith("CALL"):
+        return None
+    after = instructions[here + 1 : here + 3]
+    outer = next((ins for ins in after if ins.opname.startswith("CALL")), None)
+    if outer is None or after[0].opname not in ("CALL", "PRECALL") or outer.positions is None:
+        return None
+    start = (outer.positions.lineno, outer.positions.col_offset)
+    names = [
+        ins.argval
+        for ins in instructions[:here]
+        if ins.opname.startswith("LOAD")
+        and isinstance(ins.argval, str)
+        and ins.positions is not None
+        and (ins.positions.lineno, ins.positions.col_offset) == start
+    ]
+    if names and names[-1] in _RUNNERS:
+        return ".".join(names)
+    return None

@@ -131,6 +131,9 @@ class AgentServer:
             if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in self._implemented
         }
         self._idle_timer: asyncio.TimerHandle | None = None
+        on_server = getattr(agent, "on_server", None)  # an adapter (compat) claims requests first
+        if on_server is not None:
+            on_server(self)
         conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
         conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
         conn.on_receive_notification_sync("session/cancel", self._on_cancel_notification)
@@ -223,7 +226,10 @@ class AgentServer:
             job = self.pool.admit(req, session)
             snapshot = self.context  # R02: the context as of admission, not of execution
             self.pool.start(
-                job, lambda j: self._run_prompt(j, kwargs, snapshot), lambda _j, v: _stop_reason(v)
+                job,
+                lambda j: self._run_prompt(j, kwargs, snapshot),
+                lambda _j, v: _stop_reason(v),
+                not_started=lambda j: self._run_prompt(j, None, snapshot),
             )
             return
         if not self.mcp.handles(spec.method):
@@ -246,13 +252,22 @@ class AgentServer:
             if isinstance(s, dict) and s.get("type") == "acp" and isinstance(s.get("serverId"), str)
         ]
 
-    async def _run_prompt(self, job: Job, kwargs: Kwargs, snapshot: Context) -> Any:
+    async def _run_prompt(self, job: Job, kwargs: Kwargs | None, snapshot: Context) -> Any:
+        """One turn: the agent's ``prompt``, then ``on_turn_end`` however it ended.
+
+        ``kwargs`` None: the turn was cancelled before its task ran a step; the
+        body is not called and nothing is emitted, but the end-of-turn hook
+        still runs (R10).
+        """
         assert job.session is not None
         session_id = job.session.id
         _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
         _current_context.set(snapshot)
         outcome = "failed"
         try:
+            if kwargs is None:
+                outcome = "cancelled"
+                return None
             value = await self.agent.prompt(**kwargs)
             outcome = "cancelled" if job.token.cancelled else _stop_reason(value).get("stopReason", "end_turn")
             return value

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -36,7 +37,7 @@ from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeRes
 
 from ..agent.base import Agent
 from ..agent.server import AgentServer
-from ..transports.loop import install_event_loop_policy
+from ..transports.loop import event_loop_factory
 from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
 from ..wire.limits import Limits
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
@@ -300,16 +301,20 @@ def run_host(
     reuse_port: bool = False,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain (R29) and return."""
-    kind = install_event_loop_policy() if use_uvloop else "asyncio"
+    factory, kind = event_loop_factory(use_uvloop)
     gc.collect()
     gc.freeze()  # see run_agent: what was imported lives as long as the process
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
+    runner = asyncio.Runner(loop_factory=factory)
     try:
-        loop.run_until_complete(_run(agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port))
+        runner.run(_run(agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port))
+        leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
+        if leftovers:  # Runner.close would wait for them for ever (a task that swallows cancellation)
+            log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     finally:
-        asyncio.set_event_loop(None)
-        loop.close()
+        runner.close()
 
 
 async def _run(

@@ -20,6 +20,12 @@ Work that must not hold the loop is started with ``spawn`` (R21), or by the
 ACP layer's background pool. Awaiting a PendingRequest from the loop raises
 DeadlockError instead of hanging.
 
+Whatever a handler raises is answered once and the loop goes on (R24); only
+KeyboardInterrupt, SystemExit and GeneratorExit pass through. Handlers run as
+the dispatch task, in its context, inline or not: a cancel asked of that task
+while a handler runs is the handler's (-32800); cancelling ``run`` itself, or
+the dispatch task while it waits for input, stops the connection.
+
 Lifecycle is OPEN -> DRAINING -> CLOSED. EOF on the read side (or a failed
 write side) ends the loop after the inbox is drained; then the shutdown hooks
 run (the ACP layer cancels prompts and applies the grace period, R13-R14),
@@ -32,6 +38,7 @@ flushes and closes.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import logging
 from collections import deque
@@ -42,9 +49,11 @@ from ..wire import jsonrpc
 from ..wire.errors import (
     AcpError,
     ConnectionClosed,
+    InternalError,
     InvalidRequest,
     MethodNotFound,
     ParseError,
+    RequestCancelled,
     ServerBusy,
     from_exception,
 )
@@ -85,16 +94,24 @@ class IncomingRequest:
         self.answered = False
 
     def respond(self, result: Any) -> None:
-        if self.answered:
-            log.warning("second answer to request %r (%s) dropped", self.id, self.method)
+        try:
+            data = jsonrpc.encode_result(self.id, result)
+        except TypeError as exc:  # orjson.JSONEncodeError: a set, an int past 64 bits, an object
+            log.error("the result of %s (id %r) cannot be encoded as JSON", self.method, self.id, exc_info=exc)
+            self.respond_error(_unencodable(self.method, "result", exc))
             return
-        self.answered = True
-        self._conn._incoming.pop(self.id, None)
-        self._conn.writer.write(jsonrpc.encode_result(self.id, result))
+        if self._settle():
+            self._conn.writer.write(data)
 
     def respond_error(self, exc: BaseException) -> None:
+        error = from_exception(exc)
+        try:
+            data = jsonrpc.encode_error(self.id, error)
+        except TypeError as enc:  # the error's ``data`` is not JSON
+            log.error("the error data of %s (id %r) cannot be encoded as JSON", self.method, self.id, exc_info=enc)
+            data = jsonrpc.encode_error(self.id, _unencodable(self.method, "error data", enc))
         if self._settle():
-            self._conn.writer.write(jsonrpc.encode_error(self.id, from_exception(exc)))
+            self._conn.writer.write(data)
 
     def flush(self) -> None:
         """Send the answer now instead of at the end of the loop turn."""
@@ -130,6 +147,19 @@ class _BadLine:
 
 _Item = Request | Notification | Response | _BadLine
 
+#: Exceptions a handler may raise that end the process instead of being answered (R24).
+_FATAL = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _unencodable(method: str, what: str, exc: TypeError) -> InternalError:
+    """-32603 for a value orjson refused; its message names the offending type (R04, R24)."""
+    err = InternalError(
+        f"Internal error: the {what} of {method} cannot be encoded as JSON ({exc})",
+        {"error": type(exc).__name__},
+    )
+    err.__cause__ = exc
+    return err
+
 class Connection:
     """A JSON-RPC peer over one line transport, agent or client side alike."""
 
@@ -151,6 +181,8 @@ class Connection:
         self._idle = False  # the dispatch loop is parked, waiting for input
         self._handoff: tuple[Coroutine[Any, Any, None], Any] | None = None
         self.inline_dispatch = inline.AVAILABLE
+        #: Send ``$/cancel_request`` for an outgoing request nobody awaits any more.
+        self.cancel_abandoned_requests = True
         self._shutdown_hooks: list[ShutdownHook] = []
         self._inbox: deque[_Item] = deque()
         self._wakeup: asyncio.Future[None] | None = None
@@ -162,7 +194,11 @@ class Connection:
         self._next_id = 0
         self._spawned: set[asyncio.Task[Any]] = set()
         self._loop_task: asyncio.Task[Any] | None = None
+        # The dispatch task's own context: every handler runs in it, inline or not.
+        self._context = contextvars.copy_context()
         self._current_handler: str | None = None
+        self._stopping = False  # run() was cancelled: cancels are the connection's, not a handler's
+        self._stray = False  # a handler run inline cancelled the parked dispatch task and returned
         writer.on_failure = self._writer_failed
 
     # -- registration ------------------------------------------------------------
@@ -224,12 +260,20 @@ class Connection:
         a handler suspends, the dispatch task resumes the drain where it
         stopped; later lines wait in the inbox meanwhile.
         """
-        assert self._loop_task is not None
+        assert self._loop_task is not None and self._wakeup is not None
+        if self._wakeup.cancelled():  # a stray cancel is on its way to the loop task: it lands first
+            return
         coro = self._drain_inbox()
         self._idle = False
-        finished, value = inline.first_step(self.loop, self._loop_task, coro)
+        step = inline.first_step(self.loop, self._loop_task, self._context, coro)
+        if step is None:  # fed from inside the dispatch context itself: the loop takes it
+            self._idle = True
+            self._wake()
+            return
+        finished, value = step
         if finished:
             self._idle = True
+            self._stray = self._wakeup.cancelled()
             return
         self._handoff = (coro, value)
         self._wake()
@@ -237,7 +281,9 @@ class Connection:
     def _run_sync_notification(self, handler: SyncNotificationHandler, note: Notification) -> None:
         try:
             handler(note)
-        except Exception as exc:  # never answered (R06)
+        except _FATAL:
+            raise
+        except BaseException as exc:  # never answered (R06)
             _log_handler_failure(_name_of(handler), note.method, exc)
 
     def feed_oversized(self, event: Oversized) -> None:
@@ -266,6 +312,7 @@ class Connection:
             log.warning("read side failed: %r", exc)
         self._eof = True
         self._wake()
+        self.writer.wake()  # a dispatch held for output stops holding (_hold_for_output)
 
     def _push(self, item: _Item) -> None:
         self._inbox.append(item)
@@ -290,8 +337,29 @@ class Connection:
         return repr(self._current_handler or "<none>")
 
     async def run(self) -> None:
-        """Serve until EOF or transport failure, then shut down in order."""
-        self._loop_task = asyncio.current_task()
+        """Serve until EOF or transport failure, then shut down in order.
+
+        The dispatch loop is a task of its own, created with the connection's
+        context, so the inline path can run handlers in that very context
+        (asyncio offers no way to reach a running task's context before 3.12).
+        Cancelling ``run`` itself stops the connection: the dispatch task is
+        cancelled in turn, and that cancel is not taken for the running
+        handler's (see ``_absorb``); the shutdown sequence still runs.
+        """
+        task = self.loop.create_task(self._serve(), name=f"{self.name}.dispatch", context=self._context)
+        self._loop_task = task
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            self._stopping = True
+            task.cancel()
+            await asyncio.wait({task})
+            raise
+
+    async def _serve(self) -> None:
+        self._loop_task = asyncio.current_task()  # already, if a task factory starts tasks eagerly
         try:
             await self._dispatch_loop()
         finally:
@@ -299,31 +367,50 @@ class Connection:
 
     async def _dispatch_loop(self) -> None:
         inbox = self._inbox
+        task = self._loop_task
+        assert task is not None
         while True:
             if not inbox:
                 if self._eof:
                     return
                 # The batch is done: answers leave now, not a loop turn later.
                 self.writer.flush()
+                # A cancel asked while a handler ran on this task and left unused lands here.
+                stray = task.cancelling() > 0
                 self._wakeup = self.loop.create_future()
                 self._idle = True
+                cancelled: asyncio.CancelledError | None = None
                 try:
                     await self._wakeup
+                except asyncio.CancelledError as exc:
+                    cancelled = exc
                 finally:
                     self._idle = False
                     self._wakeup = None
                 handoff = self._handoff
                 if handoff is not None:
+                    # A cancel that lands while a handler started inline is suspended
+                    # was aimed at that handler (asyncio.timeout, current_task().cancel()):
+                    # it gets it at its await, as it would have on the queued path.
                     self._handoff = None
-                    await inline.Resume(*handoff)
+                    await inline.Resume(*handoff, cancelled)
+                elif cancelled is not None:
+                    if self._stopping or not (stray or self._stray):
+                        raise cancelled  # cancelled from outside while parked: stop
+                    self._stray = False
+                    self._stray_cancel()
                 continue
             await self._drain_inbox()
 
     async def _drain_inbox(self) -> None:
         """Dispatch queued items in order until none is left (R18)."""
         inbox = self._inbox
+        writer = self.writer
         resume_at = self.limits.max_inbox // 2
         while inbox:
+            if writer.paused and not self._eof:
+                await self._hold_for_output()
+                continue
             item = inbox.popleft()
             if self._reader_paused and len(inbox) <= resume_at:
                 self._reader_paused = False
@@ -340,6 +427,21 @@ class Connection:
                 bad: _BadLine = item  # type: ignore[assignment]
                 self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
 
+    async def _hold_for_output(self) -> None:
+        """Dispatch nothing while stdout is above its high-water mark (R26).
+
+        Answers and errors are output too, and only streaming producers wait
+        in ``drain``: holding the dispatch here lets the inbox fill, and a full
+        inbox pauses reading, so a client that sends without reading is
+        slowed by its own pipe. Reading itself keeps going until then, so an
+        EOF behind a streaming prompt is still seen; EOF ends the hold (the
+        shutdown's flush has its own bound).
+        """
+        writer = self.writer
+        log.debug("stdout is backed up: dispatch waits until the client reads")
+        while writer.paused and not self._eof:
+            await writer.wait_flow()
+
     async def _dispatch_request(self, req: Request) -> None:
         if req.id in self._incoming:
             err = InvalidRequest(f"Invalid request: id {req.id!r} is already in flight")
@@ -351,9 +453,12 @@ class Connection:
             self._current_handler = name
             try:
                 claimed = await handler(incoming)
-            except Exception as exc:
-                _log_handler_failure(name, req.method, exc)
-                incoming.respond_error(exc)
+            except _FATAL:
+                raise
+            except BaseException as exc:  # any other: answered, and the loop keeps serving (R24)
+                error = self._absorb(exc)
+                _log_handler_failure(name, req.method, error)
+                incoming.respond_error(error)
                 return
             finally:
                 self._current_handler = None
@@ -370,8 +475,10 @@ class Connection:
             self._current_handler = name
             try:
                 claimed = await handler(note)
-            except Exception as exc:  # never answered (R06); logged with traceback
-                _log_handler_failure(name, note.method, exc)
+            except _FATAL:
+                raise
+            except BaseException as exc:  # never answered (R06); logged with traceback
+                _log_handler_failure(name, note.method, self._absorb(exc))
                 return
             finally:
                 self._current_handler = None
@@ -387,10 +494,47 @@ class Connection:
         self._current_handler = f"result callback of {pending.method}"
         try:
             await pending._route(resp.result, resp.error)
-        except Exception as exc:
-            _log_handler_failure(self._current_handler, pending.method, exc)
+        except _FATAL:
+            raise
+        except BaseException as exc:
+            _log_handler_failure(self._current_handler, pending.method, self._absorb(exc))
         finally:
             self._current_handler = None
+
+    def _absorb(self, exc: BaseException) -> BaseException:
+        """What a handler's exception is answered with; a cancel asked of it stays with it.
+
+        A handler runs as the dispatch task, so ``task.cancel()`` aimed at it
+        (a timeout, a caller giving up) is counted on the dispatch task: that
+        request is cancelled (-32800) and the count is taken back, so the loop
+        keeps serving. A CancelledError nobody asked for is a bug like any
+        other exception (-32603). Once ``run`` itself was cancelled, a
+        cancellation is the connection's: it is raised on, and the shutdown
+        answers the request like every other one left open.
+        """
+        if isinstance(exc, asyncio.CancelledError):
+            if self._stopping:
+                raise exc
+            task = self._loop_task
+            if task is not None and task.cancelling():
+                task.uncancel()
+                cancelled = RequestCancelled("Request cancelled: its handler was cancelled")
+                cancelled.__cause__ = exc
+                return cancelled
+        return exc
+
+    def _stray_cancel(self) -> None:
+        """A cancel asked by a handler that returned before its next await reached the parked loop.
+
+        (``current_task().cancel()`` with nothing after it.) No handler is
+        left to take it, so the loop takes it back and keeps serving (R24). A
+        cancel asked while the loop was already parked came from outside and
+        stops the connection instead.
+        """
+        task = self._loop_task
+        if task is not None and task.cancelling():
+            task.uncancel()
+        log.warning("a handler cancelled the dispatch task and returned; the cancel is dropped")
 
     # -- outgoing ---------------------------------------------------------------------
     def send_request(self, method: str, params: Any = None) -> PendingRequest:
@@ -402,11 +546,22 @@ class Connection:
                 f"{len(self._pending)} outgoing requests are awaiting answers "
                 f"(limit {self.limits.max_pending_outgoing})"
             )
+        data = jsonrpc.encode_request(self._next_id + 1, method, params)  # raises before anything is held
         self._next_id += 1
         pending = PendingRequest(self, self._next_id, method)
         self._pending[pending.id] = pending
-        self.writer.write(jsonrpc.encode_request(pending.id, method, params))
+        self.writer.write(data)
         return pending
+
+    def abandoned(self, pending: PendingRequest) -> None:
+        """Every awaiter of ``pending`` was cancelled: ask the peer to stop working on it.
+
+        ``$/cancel_request`` needs no capability (a peer that does not honour
+        it ignores it) and the peer still answers once; that answer is dropped
+        quietly when it comes. Off when ``cancel_abandoned_requests`` is False.
+        """
+        if self.cancel_abandoned_requests and self.state is State.OPEN and not self._eof:
+            self.send_notification("$/cancel_request", {"requestId": pending.id})
 
     def send_notification(self, method: str, params: Any = None) -> None:
         """Queue a notification; it leaves with this loop turn's write.
@@ -446,7 +601,10 @@ class Connection:
         self.state = new
 
     def _writer_failed(self, exc: BaseException | None) -> None:
-        log.warning("write side failed (%r); shutting down", exc)
+        if self.writer.peer_gone:  # the client closed its end: a disconnect, not a fault
+            log.debug("stdout closed by the peer (%r); shutting down", exc)
+        else:
+            log.warning("write side failed (%r); shutting down", exc)
         if self._reader is not None:
             self._reader.close()
         self._inbox.clear()
@@ -458,7 +616,16 @@ class Connection:
             p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
 
     async def _shutdown(self) -> None:
+        """Cancel, grace, abort, join, then a bounded flush (R13, R14).
+
+        Spawned tasks share the hooks' deadline rather than getting a grace of
+        their own after them, so the whole sequence takes at most grace +
+        abort join + flush timeout.
+        """
         self._set_state(State.DRAINING)
+        limits = self.limits
+        grace_end = self.loop.time() + limits.shutdown_grace_s
+        join_end = grace_end + limits.abort_join_s
         # Nothing more will be read: no response can arrive for what we asked.
         self._fail_pending()
         for hook in self._shutdown_hooks:
@@ -468,11 +635,11 @@ class Connection:
                 log.exception("shutdown hook %s failed", _name_of(hook))
         self._fail_pending()
         if self._spawned:
-            _, alive = await asyncio.wait(set(self._spawned), timeout=self.limits.shutdown_grace_s)
+            _, alive = await asyncio.wait(set(self._spawned), timeout=_left(self.loop, grace_end))
             for task in alive:
                 task.cancel()
             if alive:
-                await asyncio.wait(alive, timeout=self.limits.abort_join_s)
+                await asyncio.wait(alive, timeout=_left(self.loop, join_end))
         for incoming in list(self._incoming.values()):
             incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
         await self.writer.close()
@@ -487,6 +654,11 @@ class Connection:
             "pending": len(self._pending),
             "spawned": len(self._spawned),
         }
+
+
+def _left(loop: asyncio.AbstractEventLoop, deadline: float) -> float:
+    """Seconds until ``deadline``; 0 once past (a wait of 0 still lets a cancelled task unwind one step)."""
+    return max(0.0, deadline - loop.time())
 
 
 def _name_of(fn: object) -> str:

@@ -6,11 +6,15 @@ are dispatched inside the read callback instead of waking the loop task: with
 latency. To keep every guarantee of the loop, the drain runs *as* the dispatch
 task: asyncio's running-task bookkeeping is switched to it for the step, so
 ``current_task()``, deadlock detection and ``asyncio.timeout`` see exactly
-what they would on the loop.
+what they would on the loop. It also runs in the dispatch task's context, so
+a context variable a handler sets before its first await is still set after
+it, and the read callback's own context is left alone.
 
 A handler that suspends mid-drain hands its coroutine over: the dispatch task
 wakes, awaits ``Resume`` and so finishes the drain as if it had been awaiting
-it from the start.
+it from the start. A cancellation of the dispatch task that lands before it
+took the drain over is thrown into the drain, at the handler's await, exactly
+where the queued path would have delivered it.
 
 This uses asyncio's private ``_enter_task``/``_leave_task`` (stable since
 3.7). Where they are missing, ``AVAILABLE`` is false and every message takes
@@ -20,6 +24,8 @@ the loop.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 from asyncio import tasks as _tasks
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
@@ -33,12 +39,18 @@ AVAILABLE = _enter_task is not None and _leave_task is not None
 
 
 def first_step(
-    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], coro: Coroutine[Any, Any, None]
-) -> tuple[bool, Any]:
-    """Run ``coro`` up to its first suspension as ``task``; (finished, what it yielded).
+    loop: asyncio.AbstractEventLoop,
+    task: asyncio.Task[Any],
+    context: contextvars.Context,
+    coro: Coroutine[Any, Any, None],
+) -> tuple[bool, Any] | None:
+    """Run ``coro`` up to its first suspension as ``task``, in ``context``; (finished, what it yielded).
 
     The caller may itself be inside a task (in-process use feeds lines from
     one): that task is stepped out for the duration and back in after.
+    None, with ``coro`` closed unstarted, when ``context`` is already entered
+    (a callback running in the dispatch context fed the line): the caller
+    then leaves the line to the dispatch task.
     """
     assert _enter_task is not None and _leave_task is not None
     outer = asyncio.current_task(loop)
@@ -46,9 +58,14 @@ def first_step(
         _leave_task(loop, outer)
     _enter_task(loop, task)
     try:
-        return False, coro.send(None)
+        return False, context.run(coro.send, None)
     except StopIteration:
         return True, None
+    except RuntimeError:
+        if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED:
+            raise
+        coro.close()
+        return None
     finally:
         _leave_task(loop, task)
         if outer is not None:
@@ -61,17 +78,29 @@ class Resume:
     The coroutine already yielded ``first`` (a future, or None for a bare
     yield); the task takes it from there exactly as if it had been awaiting
     the coroutine all along: results are sent in, exceptions (task
-    cancellation included) are thrown in.
+    cancellation included) are thrown in. ``cancelled``: the task was
+    cancelled before it took over; ``first`` is cancelled and the error
+    thrown in at once, as ``Task.cancel`` would have done.
     """
 
-    __slots__ = ("coro", "first")
+    __slots__ = ("cancelled", "coro", "first")
 
-    def __init__(self, coro: Coroutine[Any, Any, None], first: Any) -> None:
+    def __init__(
+        self, coro: Coroutine[Any, Any, None], first: Any, cancelled: BaseException | None = None
+    ) -> None:
         self.coro = coro
         self.first = first
+        self.cancelled = cancelled
 
     def __await__(self) -> Generator[Any, Any, None]:
         coro, value = self.coro, self.first
+        if self.cancelled is not None:
+            if asyncio.isfuture(value):
+                value.cancel()
+            try:
+                value = coro.throw(self.cancelled)
+            except StopIteration:
+                return
         while True:
             try:
                 sent = yield value

@@ -115,6 +115,19 @@ class MemoryTransport(asyncio.WriteTransport):
             self._stalled = False
             self._schedule()
 
+    def abort(self) -> None:
+        """Drop what is queued and end now: the reader is not taking it (a bounded flush gave up)."""
+        self._closing = True
+        self._queue.clear()
+        self._size = 0
+        self._stalled = False
+        if not self._eof_sent:
+            self._eof_sent = True
+            reader = self._reader
+            if reader is not None:
+                reader.eof_received()  # type: ignore[attr-defined]
+            self._writer.connection_lost(None)
+
     # -- test and benchmark controls ------------------------------------------------------
     def stall(self) -> None:
         """Hold every write, as a reader that stopped reading would."""

@@ -5,11 +5,18 @@ paths: uvloop's ``get_buffer``/``buffer_updated`` (the loop reads straight into
 our buffer, and lines inside it reach the decoder as memoryviews with no copy)
 and the stdlib's ``data_received``. Everything after the framer happens in the
 sink (the Connection), synchronously, before the buffer is reused.
+
+A pause requested while a chunk is being delivered takes effect at once: the
+rest of the chunk's lines are copied aside and delivered on resume, before
+the transport reads again. So what waits beyond the inbox bound is at most one
+read chunk of raw lines, never decoded messages (R26).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
+from collections.abc import Iterator
 from typing import Protocol, cast
 
 from ..wire.frames import Oversized, Truncated
@@ -39,13 +46,16 @@ class ReadProtocol(asyncio.BufferedProtocol):
         self._buf = bytearray(read_buffer_bytes)
         self._view = memoryview(self._buf)
         self._transport: asyncio.ReadTransport | None = None
-        self._paused = False
+        self._paused = False  # the sink asked for no more lines
+        self._transport_paused = False  # the transport was told to stop reading
         self._ended = False
+        self._held: deque[bytes | Oversized] = deque()  # lines read but not yet delivered
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's pipe transports do not subclass asyncio.ReadTransport.
         self._transport = cast(asyncio.ReadTransport, transport)
         if self._paused:
+            self._transport_paused = True
             self._transport.pause_reading()
         self._sink.reader_attached(self)
 
@@ -62,7 +72,29 @@ class ReadProtocol(asyncio.BufferedProtocol):
 
     def _deliver(self, frames: list[bytes | memoryview | Oversized]) -> None:
         sink = self._sink
-        for frame in frames:
+        rest = iter(frames)
+        if self._paused:  # a transport that delivers after a pause: keep the order
+            self._hold(rest)
+            return
+        for frame in rest:
+            if type(frame) is Oversized:
+                sink.feed_oversized(frame)
+            else:
+                sink.feed_line(frame)  # type: ignore[arg-type]
+            if self._paused:  # the sink is full
+                self._hold(rest)
+                break
+        sink.feed_end()
+
+    def _hold(self, frames: Iterator[bytes | memoryview | Oversized]) -> None:
+        """Keep undelivered lines as copies: the views die when the buffer is reused."""
+        self._held.extend(f if isinstance(f, Oversized) else bytes(f) for f in frames)
+
+    def _deliver_held(self, until_paused: bool = True) -> None:
+        """Deliver the lines held at a pause, in order, until the sink pauses again."""
+        held, sink = self._held, self._sink
+        while held and not (until_paused and self._paused):
+            frame = held.popleft()
             if type(frame) is Oversized:
                 sink.feed_oversized(frame)
             else:
@@ -80,6 +112,8 @@ class ReadProtocol(asyncio.BufferedProtocol):
         if self._ended:
             return
         self._ended = True
+        if self._held:  # they came before the end, so they go first
+            self._deliver_held(until_paused=False)
         tail = self._framer.close()
         if tail is not None:
             self._sink.feed_truncated(tail)
@@ -89,17 +123,26 @@ class ReadProtocol(asyncio.BufferedProtocol):
         if not self._paused:
             self._paused = True
             t = self._transport
-            if t is not None and not t.is_closing():
+            if not self._transport_paused and t is not None and not t.is_closing():
+                self._transport_paused = True
                 t.pause_reading()
 
     def resume_reading(self) -> None:
+        """Deliver what was held first; the transport reads again only once none is left."""
         if self._paused:
             self._paused = False
+            if self._held:
+                self._deliver_held()
+                if self._held or self._paused:
+                    return
             t = self._transport
-            if t is not None and not t.is_closing():
+            if self._transport_paused and t is not None and not t.is_closing():
+                self._transport_paused = False
                 t.resume_reading()
 
     def close(self) -> None:
+        """Stop reading; lines held back at a pause are dropped with what is still unread."""
+        self._held.clear()
         t = self._transport
         if t is not None and not t.is_closing():
             t.close()

@@ -7,6 +7,10 @@ high-water mark they wait for the pipe, so a client that stops reading slows
 the agent down instead of growing its memory. Nothing is ever dropped while
 the transport is alive; once it has failed, writes are discarded quietly (the
 peer is gone) and ``failed`` says why.
+
+Closing flushes with a bound of its own (``Limits.flush_timeout_s``, R14): a
+client that stopped reading cannot keep the process alive; what it never
+took is dropped, and one log line says how many bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class Writer:
         self._loop = loop
         self._high = limits.write_high_water
         self._low = limits.write_low_water
+        self._flush_timeout = limits.flush_timeout_s
         self._transport: asyncio.WriteTransport | None = None
         # Messages are copied into one buffer as they come rather than kept as
         # separate bytes objects: orjson's outputs, when hundreds stay alive
@@ -89,15 +94,28 @@ class Writer:
         """Whether a producer should ``await drain()`` now (checked inline on the hot path)."""
         return (self._paused or self.buffered > self._high) and self.failed is None
 
+    @property
+    def paused(self) -> bool:
+        """Whether the transport holds more than the high-water mark and asked us to stop."""
+        return self._paused and self.failed is None
+
     async def drain(self) -> None:
         """Wait while output is above the high-water mark (R26)."""
         while self.must_wait:
             self._flush()
             if not self.must_wait:
                 return
-            if self._drain_waiter is None or self._drain_waiter.done():
-                self._drain_waiter = self._loop.create_future()
-            await asyncio.shield(self._drain_waiter)
+            await self.wait_flow()
+
+    async def wait_flow(self) -> None:
+        """Wait once: until the transport resumes, fails, or ``wake()``; callers re-check."""
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = self._loop.create_future()
+        await asyncio.shield(self._drain_waiter)
+
+    def wake(self) -> None:
+        """Release every waiter to re-check its condition (the input ended, say)."""
+        self._wake_drainers()
 
     def _wake_drainers(self) -> None:
         w = self._drain_waiter
@@ -123,25 +141,43 @@ class Writer:
         except (OSError, RuntimeError) as exc:  # EPIPE, ECONNRESET, ENOSPC on a file, closed loop
             self.connection_lost(exc)
 
-    async def close(self) -> None:
-        """Flush everything written so far, then close the transport.
+    @property
+    def peer_gone(self) -> bool:
+        """Whether output failed because the client closed its end: a disconnect, not a fault."""
+        return isinstance(self.failed, BrokenPipeError | ConnectionResetError)
+
+    async def close(self) -> int:
+        """Flush everything written so far, then close the transport; returns bytes dropped.
 
         Returns once the OS has every byte (the transport reports it lost after
-        its buffer drained) or the peer is gone.
+        its buffer drained), the peer is gone, or ``flush_timeout_s`` passed:
+        then the transport is aborted and what it still held is dropped.
         """
         if self._closed:
-            return
+            return 0
         self._flush()
         self._closed = True
         t = self._transport
         if t is None or t.is_closing():
-            return
+            return 0
         if self.failed is None and t.get_write_buffer_size() > 0:
             self._lost = self._loop.create_future()
             t.close()
-            await self._lost
+            try:
+                async with asyncio.timeout(self._flush_timeout):
+                    await self._lost
+            except TimeoutError:
+                dropped = t.get_write_buffer_size()
+                t.abort()
+                log.warning(
+                    "stdout was not read for %.1f s at exit: dropped %d unwritten bytes",
+                    self._flush_timeout,
+                    dropped,
+                )
+                return dropped
         else:
             t.close()
+        return 0
 
 
 class WriteProtocol(asyncio.Protocol):

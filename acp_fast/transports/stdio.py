@@ -96,7 +96,14 @@ class _FileWriteTransport(asyncio.WriteTransport):
 
 
 class _FileReadTransport(asyncio.ReadTransport):
-    """Reads a regular file in a thread, delivering chunks on the loop."""
+    """Reads a regular file in a thread, delivering chunks on the loop.
+
+    A file never blocks, so nothing but the handshake stops the thread from
+    reading the whole file ahead: it hands over one chunk, waits until the
+    loop has delivered it, and only then looks at pause/resume again. A pause
+    asked for while a chunk is delivered therefore stops the next read, as on
+    a pipe, and at most one chunk is ever in flight.
+    """
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, fd: int, protocol: asyncio.BaseProtocol
@@ -107,6 +114,7 @@ class _FileReadTransport(asyncio.ReadTransport):
         self._protocol: Any = protocol
         self._resume = threading.Event()
         self._resume.set()
+        self._delivered = threading.Event()
         self._closing = False
         loop.call_soon(protocol.connection_made, self)
         threading.Thread(target=self._run, name="acp-stdin-file", daemon=True).start()
@@ -114,12 +122,16 @@ class _FileReadTransport(asyncio.ReadTransport):
     def _run(self) -> None:
         exc: OSError | None = None
         try:
-            while not self._closing:
+            while True:
                 self._resume.wait()
+                if self._closing:
+                    break
                 data = os.read(self._fd, READ_BUFFER_BYTES)
                 if not data:
                     break
-                self._loop.call_soon_threadsafe(self._protocol.data_received, data)
+                self._delivered.clear()
+                self._loop.call_soon_threadsafe(self._deliver, data)
+                self._delivered.wait()
         except OSError as err:
             exc = err
         except RuntimeError:  # the loop closed first: nobody is left to tell
@@ -128,6 +140,13 @@ class _FileReadTransport(asyncio.ReadTransport):
             os.close(self._fd)  # our dup of stdin: released before the end is reported
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._finish, exc)
+
+    def _deliver(self, data: bytes) -> None:
+        try:
+            if not self._closing:
+                self._protocol.data_received(data)
+        finally:
+            self._delivered.set()
 
     def _finish(self, exc: BaseException | None) -> None:
         if exc is None:
@@ -149,3 +168,4 @@ class _FileReadTransport(asyncio.ReadTransport):
     def close(self) -> None:
         self._closing = True
         self._resume.set()
+        self._delivered.set()

@@ -120,6 +120,12 @@ class FrameWriteTransport(asyncio.WriteTransport):
             self._ws.send_close(self.close_code, self.close_reason)
             self._on_close_sent()
 
+    def abort(self) -> None:
+        """The Writer's flush bound passed: drop the socket and whatever it still held."""
+        self._closing = True
+        if not self.lost:
+            self._ws.disconnect(graceful=False)
+
     def mark_lost(self) -> None:
         """The socket is gone: nothing more is sent, nothing counts as buffered."""
         self.lost = True

@@ -4,6 +4,8 @@
 cdef enum:
     NEWLINE = 10
     CARRIAGE_RETURN = 13
+    SPACE = 32
+    TAB = 9
     # Smallest carry allocation, so short partial lines do not realloc per byte.
     MIN_CAPACITY = 4096
     # A carry grown past this is freed once its line is framed, so one huge

@@ -44,6 +44,15 @@ cdef inline object _line_view(object view, Py_ssize_t start, Py_ssize_t end):
     return line
 
 
+cdef inline bint _blank(const char *p, Py_ssize_t n):
+    """Whether p[:n] is only JSON whitespace that fits in a line (space, tab, CR)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] != SPACE and p[i] != TAB and p[i] != CARRIAGE_RETURN:
+            return False
+    return True
+
+
 cdef class LineFramer:
     """Split a byte stream into lines, bounded by ``max_line_bytes``."""
 
@@ -119,7 +128,7 @@ cdef class LineFramer:
                     p + pos, min(size, self._head_bytes))))
             else:
                 end = nl - 1 if size and p[nl - 1] == CARRIAGE_RETURN else nl
-                if end > pos:
+                if end > pos and not _blank(p + pos, end - pos):
                     if view is None:
                         view = _byte_view(data)
                     out.append(_line_view(view, pos, end))
@@ -147,6 +156,8 @@ cdef class LineFramer:
             else:
                 memcpy(PyBytes_AS_STRING(line), self._buf, self._len)
                 memcpy(PyBytes_AS_STRING(line) + self._len, p, size - self._len)
+            if _blank(PyBytes_AS_STRING(line), size):
+                line = None
         self._reset()
         return line
 

@@ -14,8 +14,10 @@ Rules, identical in both implementations:
   is accepted and ``abcd\\r\\n`` is Oversized. Counting it lets the framer
   decide the moment a partial line passes the limit, without waiting to see
   whether a ``\\r`` is the last byte.
-- An accepted line loses one trailing ``\\r``; if nothing is left it is
-  skipped (so ``\\n`` and ``\\r\\n`` alone produce nothing).
+- An accepted line loses one trailing ``\\r``; if nothing but JSON
+  whitespace (space, tab, ``\\r``) is left it is skipped, as an empty line
+  is (so ``\\n``, ``\\r\\n``, ``\\t\\n`` and ``\\r\\r\\n`` alone produce
+  nothing): a blank line carries no message, so it gets no parse error.
 - A line lying wholly inside one chunk is a memoryview into that chunk (zero
   copy); a line spanning chunks is assembled into bytes.
 - Once the partial line passes ``max_line_bytes`` the framer discards: it keeps
@@ -39,6 +41,7 @@ from .limits import MAX_LINE_BYTES, OVERLIMIT_HEAD_BYTES
 
 _NL = b"\n"
 _CR = 13
+_BLANK = b" \t\r"  # JSON whitespace that can sit inside a line (\n ends it)
 
 Frame: TypeAlias = bytes | memoryview | Oversized
 
@@ -121,7 +124,9 @@ class LineFramer:
         if size > self._max_line_bytes:
             return Oversized(size, view[start : start + min(size, self._head_bytes)].tobytes())
         end = nl - 1 if size and hay[nl - 1] == _CR else nl
-        return view[start:end] if end > start else None
+        if end == start or (hay[start] in _BLANK and not hay[start:end].strip(_BLANK)):
+            return None
+        return view[start:end]
 
     def _finish_carried(self, tail: memoryview) -> Frame | None:
         """Frame carry + ``tail`` (the bytes before this chunk's first ``\\n``)."""
@@ -134,7 +139,7 @@ class LineFramer:
         self._reset()
         if line.endswith(b"\r"):
             line = line[:-1]
-        return line or None
+        return line if line.strip(_BLANK) else None
 
     def _extend(self, part: memoryview) -> None:
         """Carry ``part`` of a partial line, switching to discard mode past the limit."""

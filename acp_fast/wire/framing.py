@@ -5,8 +5,8 @@ pure-Python framer; ``IMPLEMENTATION`` says which one is live ("c" or "python").
 Both have the same API and produce the same lines and events:
 
 - ``LineFramer(max_line_bytes, head_bytes).feed(data)`` returns a list of
-  complete lines (``\\n`` and a preceding ``\\r`` stripped, empty lines
-  skipped) and :class:`Oversized` events. A line that lies wholly inside
+  complete lines (``\\n`` and a preceding ``\\r`` stripped, empty and
+  whitespace-only lines skipped) and :class:`Oversized` events. A line that lies wholly inside
   ``data`` is a memoryview into it (valid until ``data`` is reused); only a
   line spanning chunks is assembled into new bytes.
 - ``close()`` ends the stream and returns a :class:`Truncated` for a final

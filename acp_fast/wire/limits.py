@@ -68,6 +68,12 @@ SHUTDOWN_GRACE_S = 5.0
 #: asyncio; after this it is abandoned (logged) and the process exits anyway.
 ABORT_JOIN_S = 1.0
 
+#: Seconds the last flush of stdout may take at shutdown (R14). A client that
+#: stopped reading would otherwise keep the process alive for ever; past this,
+#: what is still unwritten is dropped and one stderr line says how much. 2 s
+#: is long enough for any reader that is still reading to take the last answers.
+FLUSH_TIMEOUT_S = 2.0
+
 #: Seconds a session may sit idle before it is evicted (R16); 0 disables.
 IDLE_SESSION_TIMEOUT_S = 0.0
 
@@ -129,6 +135,7 @@ class Limits:
     write_low_water: int = WRITE_LOW_WATER
     shutdown_grace_s: float = SHUTDOWN_GRACE_S
     abort_join_s: float = ABORT_JOIN_S
+    flush_timeout_s: float = FLUSH_TIMEOUT_S
     idle_session_timeout_s: float = IDLE_SESSION_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     max_sessions_total: int = MAX_SESSIONS_TOTAL
@@ -153,5 +160,12 @@ class Limits:
 
 
 _ZERO_OK = frozenset(
-    {"shutdown_grace_s", "abort_join_s", "idle_session_timeout_s", "write_low_water", "drain_flush_s"}
+    {
+        "shutdown_grace_s",
+        "abort_join_s",
+        "flush_timeout_s",
+        "idle_session_timeout_s",
+        "write_low_water",
+        "drain_flush_s",
+    }
 )

@@ -1,0 +1,382 @@
+"""acp_fast.compat against the installed SDK release, with an agent written for that release's API.
+
+Run by ``.ci/sdk-matrix`` once per release (0.8.0, 0.10.1, 0.12.1), each in its
+own venv; the main suite runs it against the pinned test release. Every cell
+of the matrix in docs/MIGRATION.md names the test here that backs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from acp.schema import InitializeRequest
+from pydantic import ValidationError
+
+from acp_fast.compat import SDK_VERSION, AgentSideConnection, wrap_sdk_agent
+from acp_fast.compat.release import ROUTES
+from tests.helpers import Harness, close_and_check, prompt_params
+
+RELEASE = f"{SDK_VERSION[0]}.{SDK_VERSION[1]}"
+_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_8", "0.10": "agent_0_10", "0.11": "agent_0_10"}
+release_agent = importlib.import_module(f"tests.sdk_matrix.{_AGENT_MODULES.get(RELEASE, 'agent_0_12')}")
+ReleaseAgent = release_agent.ReleaseAgent
+
+#: What each release's router dispatches (read from its source), and which of those are unstable.
+EXPECTED_ROUTES: dict[str, tuple[set[str], set[str]]] = {
+    "0.8": (
+        {
+            "initialize",
+            "session/new",
+            "session/load",
+            "session/list",
+            "session/set_mode",
+            "session/set_model",
+            "session/prompt",
+            "authenticate",
+            "session/fork",
+            "session/resume",
+            "session/cancel",
+        },
+        {"list_sessions", "set_session_model", "fork_session", "resume_session"},
+    ),
+    "0.10": (
+        {
+            "initialize",
+            "session/new",
+            "session/load",
+            "session/list",
+            "session/close",
+            "session/set_mode",
+            "session/set_model",
+            "session/set_config_option",
+            "session/prompt",
+            "authenticate",
+            "session/fork",
+            "session/resume",
+            "session/cancel",
+        },
+        {"close_session", "set_session_model", "fork_session", "resume_session"},
+    ),
+    "0.12": (
+        {
+            "initialize",
+            "session/new",
+            "session/load",
+            "session/list",
+            "session/close",
+            "session/set_mode",
+            "session/set_config_option",
+            "session/prompt",
+            "authenticate",
+            "session/fork",
+            "session/resume",
+            "session/cancel",
+        },
+        {"close_session", "fork_session", "resume_session"},
+    ),
+}
+
+
+def _calls(agent: Any, name: str) -> list[dict[str, Any]]:
+    return [kw for n, kw in agent.calls if n == name]
+
+
+async def _started(unstable: bool = False, strict: bool = False) -> tuple[Harness, Any, str]:
+    agent = ReleaseAgent()
+    h = Harness(wrap_sdk_agent(agent, use_unstable_protocol=unstable, strict=strict))
+    await h.initialize()
+    return h, agent, await h.new_session()
+
+
+def _text_updates(h: Harness, sid: str) -> list[str]:
+    return [u["update"]["content"]["text"] for u in h.updates(sid)]
+
+
+def test_matrix_detects_the_releases_routes() -> None:
+    methods, unstable = EXPECTED_ROUTES[RELEASE if RELEASE in EXPECTED_ROUTES else "0.12"]
+    assert set(ROUTES) == methods
+    assert {r.attr for r in ROUTES.values() if r.unstable} == unstable
+
+
+def test_matrix_set_model_routed_where_the_release_routes_it(run: Any) -> None:
+    async def body() -> None:
+        for unstable in (False, True):
+            h, agent, sid = await _started(unstable=unstable)
+            params = {"sessionId": sid, "modelId": "m-2", "_meta": {"why": "x"}}
+            if "session/set_model" in ROUTES and not unstable:  # the SDK warns the same way
+                with pytest.warns(UserWarning, match="unstable"):
+                    resp = await h.call("session/set_model", params)
+            else:
+                resp = await h.call("session/set_model", params)
+            if "session/set_model" in ROUTES and unstable:
+                assert resp["result"] == {}
+                assert _calls(agent, "set_session_model") == [{"model_id": "m-2", "session_id": sid, "why": "x"}]
+            else:  # 0.12 routes no set_model; 0.8/0.10 only with use_unstable_protocol
+                assert resp["error"]["code"] == -32601
+                assert not _calls(agent, "set_session_model")
+            await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_set_config_option_routed_from_0_10(run: Any) -> None:
+    async def body() -> None:
+        h, agent, sid = await _started()
+        resp = await h.call("session/set_config_option", {"sessionId": sid, "configId": "c", "value": "v"})
+        if "session/set_config_option" in ROUTES:
+            assert resp["result"] == {"configOptions": []}
+            assert _calls(agent, "set_config_option") == [{"config_id": "c", "value": "v"}]
+        else:
+            assert resp["error"]["code"] == -32601
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_list_sessions_unstable_only_in_0_8(run: Any) -> None:
+    async def body() -> None:
+        for unstable in (False, True):
+            h, _agent, _sid = await _started(unstable=unstable)
+            if ROUTES["session/list"].unstable and not unstable:
+                with pytest.warns(UserWarning, match="unstable"):
+                    resp = await h.call("session/list", {})
+            else:
+                resp = await h.call("session/list", {})
+            if ROUTES["session/list"].unstable and not unstable:
+                assert resp["error"]["code"] == -32601
+            else:
+                assert resp["result"] == {"sessions": []}
+            await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_close_session_needs_0_10_and_the_unstable_flag(run: Any) -> None:
+    async def body() -> None:
+        h, agent, sid = await _started(unstable=True)
+        resp = await h.call("session/close", {"sessionId": sid})
+        if "session/close" in ROUTES:
+            assert resp["result"] == {}
+            assert _calls(agent, "close_session") == [{"session_id": sid}]
+        else:
+            assert resp["error"]["code"] == -32601
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_terminal_calls_and_raw_send_request(run: Any) -> None:
+    async def body() -> None:
+        h, _agent, sid = await _started()
+        pid = h.request("session/prompt", prompt_params(sid, "terminal"))
+        (create,) = await h.wait_for(lambda: h.outgoing_requests("terminal/create"))
+        assert create["params"] == {"sessionId": sid, "command": "ls"}
+        h.send({"jsonrpc": "2.0", "id": create["id"], "result": {"terminalId": "t1"}})
+        (kill,) = await h.wait_for(lambda: h.outgoing_requests("terminal/kill"))
+        h.send({"jsonrpc": "2.0", "id": kill["id"], "result": {}})
+        assert (await h.response(pid))["result"] == {"stopReason": "end_turn"}
+        pid = h.request("session/prompt", prompt_params(sid, "raw"))
+        (out,) = await h.wait_for(lambda: h.outgoing_requests("terminal/output"))
+        assert out["params"] == {"sessionId": sid, "terminalId": "t1"}
+        h.send({"jsonrpc": "2.0", "id": out["id"], "result": {"output": "a.txt", "truncated": False}})
+        assert (await h.response(pid))["result"] == {"stopReason": "end_turn"}
+        assert _text_updates(h, sid) == ["terminal t1", "raw a.txt"]
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_meta_never_shadows_declared_params(run: Any) -> None:
+    async def body() -> None:
+        h, agent, sid = await _started()
+        other = await h.new_session()
+        meta = {"session_id": other, "prompt": "replaced", "trace": "t-9"}
+        resp = await h.call("session/prompt", {**prompt_params(sid, "whoami"), "_meta": meta})
+        assert resp["result"] == {"stopReason": "end_turn"}
+        (call,) = _calls(agent, "prompt")
+        assert call["session_id"] == sid and call["prompt"][0].text == "whoami"
+        assert call["trace"] == "t-9"  # a _meta entry that shadows nothing still arrives
+        assert _text_updates(h, sid) == [f"session {sid}"] and h.updates(other) == []
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_uncaught_exception_answers_32603_with_its_message(run: Any) -> None:
+    async def body() -> None:
+        h, _agent, sid = await _started()
+        resp = await h.call("session/prompt", prompt_params(sid, "crash"))
+        assert resp["error"]["code"] == -32603
+        assert resp["error"]["data"] == {"details": "the release agent crashed"}
+        assert (await h.call("session/prompt", prompt_params(sid, "still here")))["result"]["stopReason"] == "end_turn"
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_matrix_lenient_like_the_sdk_and_strict_opt_in(run: Any) -> None:
+    async def body() -> None:
+        agent = ReleaseAgent()
+        h = Harness(wrap_sdk_agent(agent))
+        # No initialize, a session id the server never opened: served, as the SDK serves it.
+        resp = await h.call("session/prompt", prompt_params("ghost", "whoami"))
+        assert resp["result"] == {"stopReason": "end_turn"}
+        assert _text_updates(h, "ghost") == ["session ghost"]
+        h.notify("session/cancel", {"sessionId": "never-seen"})
+        await agent.cancel_seen.wait()
+        assert _calls(agent, "cancel") == [{"session_id": "never-seen"}]
+        # Client calls go out although the client advertised no terminal capability.
+        pid = h.request("session/prompt", prompt_params("ghost", "terminal"))
+        (create,) = await h.wait_for(lambda: h.outgoing_requests("terminal/create"))
+        h.send({"jsonrpc": "2.0", "id": create["id"], "error": {"code": -32601, "message": "no terminals"}})
+        assert (await h.response(pid))["error"]["code"] == -32601
+        await close_and_check(h)
+
+        strict = Harness(wrap_sdk_agent(ReleaseAgent(), strict=True))
+        assert (await strict.call("session/prompt", prompt_params("ghost", "x")))["error"]["code"] == -32600
+        await strict.initialize()
+        assert (await strict.call("session/prompt", prompt_params("ghost", "x")))["error"]["code"] == -32602
+        sid = await strict.new_session()
+        resp = await strict.call("session/prompt", prompt_params(sid, "terminal"))
+        assert resp["error"]["code"] == -32601 and not strict.outgoing_requests("terminal/create")
+        await close_and_check(strict)
+
+    run(body())
+
+
+def test_matrix_string_protocol_version_accepted_as_the_sdk_does(run: Any) -> None:
+    async def body() -> None:
+        agent = ReleaseAgent()
+        h = Harness(wrap_sdk_agent(agent))
+        resp = await h.call("initialize", {"protocolVersion": "1"})
+        assert resp["result"]["protocolVersion"] == 1
+        assert _calls(agent, "initialize") == [{"protocol_version": 1}]
+        # A date string (as some clients send): 0.10 on read it as 1, 0.8's plain int field refuses it.
+        try:
+            coerced: int | None = InitializeRequest.model_validate({"protocolVersion": "2024-11-05"}).protocol_version
+        except ValidationError:
+            coerced = None
+        dated = await h.call("initialize", {"protocolVersion": "2024-11-05"})
+        if coerced is None:
+            assert dated["error"]["code"] == -32602 and RELEASE == "0.8"
+        else:
+            assert dated["result"]["protocolVersion"] == coerced == 1
+        await close_and_check(h)
+
+    run(body())
+
+
+class _LegacyAgent:
+    """The SDK's deprecated styles: a camelCase handler, and ``prompt(self, params)``."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def newSession(self, params: Any) -> Any:
+        from acp import NewSessionResponse
+
+        self.seen.append(params)
+        return NewSessionResponse(session_id="legacy-1")
+
+    async def prompt(self, params: Any) -> Any:
+        from acp import PromptResponse
+
+        self.seen.append(params)
+        return PromptResponse(stop_reason="end_turn")
+
+
+def test_matrix_legacy_handler_styles(run: Any) -> None:
+    async def body() -> None:
+        agent = _LegacyAgent()
+        h = Harness(wrap_sdk_agent(agent))
+        await h.initialize()
+        with pytest.warns(DeprecationWarning):
+            sid = await h.new_session()
+            resp = await h.call("session/prompt", prompt_params(sid, "hi"))
+        assert sid == "legacy-1" and resp["result"] == {"stopReason": "end_turn"}
+        assert [type(p).__name__ for p in agent.seen] == ["NewSessionRequest", "PromptRequest"]
+        await close_and_check(h)
+
+    run(body())
+
+
+# -- AgentSideConnection, driven by the release's own client over a loopback socket ---------------
+@contextlib.asynccontextmanager
+async def _socket_pair() -> AsyncIterator[tuple[Any, Any, Any, Any]]:
+    accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue(maxsize=1)
+
+    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await accepted.put((reader, writer))
+
+    server = await asyncio.start_server(on_client, host="127.0.0.1", port=0)
+    host, port = server.sockets[0].getsockname()[:2]
+    client_reader, client_writer = await asyncio.open_connection(host, port)
+    server_reader, server_writer = await accepted.get()
+    try:
+        yield server_reader, server_writer, client_reader, client_writer
+    finally:
+        for w in (client_writer, server_writer):
+            w.close()
+            with contextlib.suppress(Exception):
+                await w.wait_closed()
+        server.close()
+        await server.wait_closed()
+
+
+class _RecordingClient:
+    """The release's client side: records session updates, answers terminal calls."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+        self.got_update = asyncio.Event()
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.got_update.set()
+
+    async def create_terminal(self, session_id: str, command: str, **kwargs: Any) -> Any:
+        from acp.schema import CreateTerminalResponse
+
+        return CreateTerminalResponse(terminal_id="t1")
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> None:
+        return None
+
+
+def test_matrix_agent_side_connection_with_the_releases_client(run: Any) -> None:
+    async def body() -> None:
+        from acp.core import ClientSideConnection
+        from acp.schema import TextContentBlock
+
+        events: list[Any] = []
+        async with _socket_pair() as (sr, sw, cr, cw):
+            agent = ReleaseAgent()
+            agent_conn = AgentSideConnection(agent, sw, sr, observers=[events.append])
+            client = _RecordingClient()
+            client_conn = ClientSideConnection(client, cw, cr)
+            init = await client_conn.initialize(protocol_version=1)
+            assert init.protocol_version == 1
+            session = await client_conn.new_session(cwd="/tmp", mcp_servers=[])
+            answer = await client_conn.prompt(
+                session_id=session.session_id, prompt=[TextContentBlock(type="text", text="terminal")]
+            )
+            assert answer.stop_reason == "end_turn"
+            await client.got_update.wait()
+            ((sid, update),) = client.updates
+            assert sid == session.session_id and update.content.text == "terminal t1"
+            assert agent.conn is agent_conn
+            await client_conn.close()
+            await agent_conn.close()
+        directions = [(e.direction.value, e.message.get("method")) for e in events]
+        assert ("incoming", "initialize") in directions and ("outgoing", "terminal/create") in directions
+        assert ("outgoing", "session/update") in directions
+
+    run(body())
