@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, NoReturn
 
@@ -45,6 +45,15 @@ _HELP = {
     "abort_join_s": "seconds to wait for aborted tasks before abandoning them",
     "flush_timeout_s": "seconds the last flush of stdout may take at exit; the rest is dropped (R14)",
     "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
+    "max_connections": "--listen: open connections per process; the next upgrade gets 503",
+    "max_sessions_total": "--listen: sessions across all connections of the process",
+    "max_running_prompts": "--listen: prompts running at once across all connections",
+    "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
+    "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
+    "ping_interval_s": "--listen: ping a connection idle this long",
+    "ping_timeout_s": "--listen: close a connection whose ping is unanswered this long",
+    "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
+    "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
 }
 
 
@@ -95,6 +104,31 @@ def _parser() -> argparse.ArgumentParser:
             default=default,
             help=f"{_HELP[f.name]} (default {default})",
         )
+    net = common.add_argument_group("hosting (needs the server extra)")
+    net.add_argument(
+        "--listen",
+        metavar="HOST:PORT|unix:PATH",
+        help="serve many connections over WebSocket at /acp instead of one over stdio",
+    )
+    net.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --listen: N processes share the port (SO_REUSEPORT); dead ones are restarted (default 1)",
+    )
+    net.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="accept upgrades carrying this Origin header (repeatable); browser origins are refused by default",
+    )
+    net.add_argument(
+        "--auth-token-env",
+        metavar="VAR",
+        help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", parents=[common], help="run the embedded demo agent")
     demo.add_argument("--pace-ms", type=float, default=20.0, help="delay between streamed words")
@@ -160,6 +194,61 @@ def _load_agent(target: str, unstable: bool = False) -> Agent:
     return wrapped
 
 
+def _agent_factory(target: str, unstable: bool) -> Callable[[], Agent]:
+    """One agent instance per connection: ``target`` must name a class."""
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
+    if not isinstance(getattr(importlib.import_module(module_name), attr), type):
+        raise SystemExit(f"acp-fast: --listen needs a class (one instance per connection); {target!r} is not one")
+    return lambda: _load_agent(target, unstable=unstable)
+
+
+def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
+    from .hosting import ListenAddress, bearer_token, run_host
+
+    if args.command == "demo":
+        from .demo import DemoAgent
+
+        pace_ms = args.pace_ms
+        factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=pace_ms)  # noqa: E731
+    else:
+        sys.path.insert(0, "")
+        factory = _agent_factory(args.target, args.unstable)
+    authorize = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env, "")
+        if not token:
+            raise SystemExit(f"acp-fast: --auth-token-env {args.auth_token_env}: the variable is empty or unset")
+        authorize = bearer_token(token)
+    try:
+        address = ListenAddress.parse(args.listen)
+        if address.unix_path is not None:
+            raise ValueError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --listen: {exc}") from None
+    def serve(reuse_port: bool = False) -> None:
+        run_host(
+            factory,
+            address,
+            limits,
+            use_uvloop=not args.no_uvloop,
+            authorize=authorize,
+            allowed_origins=args.allow_origin,
+            reuse_port=reuse_port,
+        )
+
+    if args.workers <= 1:
+        serve()
+        return
+    if not address.port:
+        raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
+    from .hosting.workers import run_workers
+
+    bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
+    raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
@@ -181,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if problem:
             sys.stderr.write(f"acp-fast: --validate: {problem}\n")
             raise SystemExit(2)
+    if args.listen:
+        _serve_network(args, limits)
+        return
     if args.command == "demo":
         from .demo import DemoAgent
 

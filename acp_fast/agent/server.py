@@ -63,18 +63,44 @@ def _del_path(obj: dict[str, Any], path: tuple[str, ...]) -> None:
     obj.pop(path[-1], None)
 
 
+_IMPLEMENTED: dict[type, frozenset[str]] = {}
+_IMPLEMENTED_CLASSES = 256  # agent classes remembered; past it the cache starts over
+
+
+def _implemented_by(agent: Agent) -> frozenset[str]:
+    """The Agent methods ``agent``'s class overrides: one set per class, not one per connection
+    (``implements`` looks only at the class; a host holds thousands of connections)."""
+    cls = type(agent)
+    found = _IMPLEMENTED.get(cls)
+    if found is None:
+        if len(_IMPLEMENTED) >= _IMPLEMENTED_CLASSES:
+            _IMPLEMENTED.clear()
+        found = _IMPLEMENTED[cls] = frozenset(
+            name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
+        )
+    return found
+
+
 class AgentServer:
     """Serves one Agent on one Connection."""
 
-    def __init__(self, agent: Agent, conn: Connection) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        conn: Connection,
+        sessions: SessionTable | None = None,
+        pool: BackgroundPool | None = None,
+    ) -> None:
+        """``sessions`` and ``pool`` replace the per-connection defaults: a host
+        passes ones that also count against process-wide limits (R28)."""
         self.agent = agent
         self.conn = conn
         if validation_enabled():  # a debug aid; when off nothing is wrapped
             install_validation(conn)
         self.limits = conn.limits
         self.context = Context()
-        self.sessions = SessionTable(self.limits.max_sessions)
-        self.pool = BackgroundPool(conn.loop, self.limits.max_background)
+        self.sessions = sessions if sessions is not None else SessionTable(self.limits.max_sessions)
+        self.pool = pool if pool is not None else BackgroundPool(conn.loop, self.limits.max_background)
         self.client = Client(conn, lambda: self.context)
         self.mcp = McpBridge(
             conn,
@@ -84,9 +110,7 @@ class AgentServer:
             client_role=bool(getattr(agent, "mcp_over_acp", False)),
         )
         self.client.mcp = self.mcp
-        self._implemented = frozenset(
-            name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
-        )
+        self._implemented = _implemented_by(agent)
         self._control: dict[str, ControlHandler] = {
             "initialize": self._initialize,
             "authenticate": self._authenticate,

@@ -79,10 +79,50 @@ FLUSH_TIMEOUT_S = 2.0
 #: Seconds a session may sit idle before it is evicted (R16); 0 disables.
 IDLE_SESSION_TIMEOUT_S = 0.0
 
+# -- hosting: one process serving many connections over WebSocket (R27-R29) ----------------
+
+#: Open WebSocket connections per process; the next upgrade is answered 503.
+#: An idle initialized connection costs tens of KiB, so 10,000 fit in well
+#: under 1 GiB.
+MAX_CONNECTIONS = 10_000
+
+#: Sessions open across every connection of the process (R28). Each
+#: connection keeps its own ``max_sessions`` bound as well.
+MAX_SESSIONS_TOTAL = 100_000
+
+#: Prompts running at once across every connection of the process (R28); the
+#: next is refused with -32000, like the 33rd of one connection (R08).
+MAX_RUNNING_PROMPTS = 10_000
+
+#: Output bytes one connection may have queued for a client that does not
+#: read. Producers already wait above ``write_high_water`` (R26); this is the
+#: hard cap for what is written regardless (answers, control traffic): past it
+#: the socket is closed with 1008 instead of growing the process's memory.
+MAX_BUFFERED_OUTPUT_BYTES = 4 * MiB
+
+#: Initial read buffer of a WebSocket connection. picows grows it for larger
+#: frames; 2 KiB instead of its 16 KiB default halved the RSS of an idle
+#: connection (13.9 vs 27.9 KiB, benchmarks/ws_libraries.py).
+WS_READ_BUFFER_BYTES = 2 * KiB
+
+#: A connection with no incoming traffic for this long is pinged.
+PING_INTERVAL_S = 20.0
+
+#: A ping unanswered for this long closes the connection.
+PING_TIMEOUT_S = 20.0
+
+#: Seconds a client gets to complete the HTTP upgrade after connecting.
+HANDSHAKE_TIMEOUT_S = 5.0
+
+#: On drain (R29), seconds beyond the shutdown's own bound (grace plus abort
+#: join) for the last answers and close frames to leave; then the sockets
+#: still open are dropped and the process exits.
+DRAIN_FLUSH_S = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The bounds of one connection; every field defaults to the constant above."""
+    """The bounds of one connection (and, for hosting, of the process); every field defaults to the constant above."""
 
     max_line_bytes: int = MAX_LINE_BYTES
     overlimit_head_bytes: int = OVERLIMIT_HEAD_BYTES
@@ -99,6 +139,15 @@ class Limits:
     abort_join_s: float = ABORT_JOIN_S
     flush_timeout_s: float = FLUSH_TIMEOUT_S
     idle_session_timeout_s: float = IDLE_SESSION_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_sessions_total: int = MAX_SESSIONS_TOTAL
+    max_running_prompts: int = MAX_RUNNING_PROMPTS
+    max_buffered_output_bytes: int = MAX_BUFFERED_OUTPUT_BYTES
+    ws_read_buffer_bytes: int = WS_READ_BUFFER_BYTES
+    ping_interval_s: float = PING_INTERVAL_S
+    ping_timeout_s: float = PING_TIMEOUT_S
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
+    drain_flush_s: float = DRAIN_FLUSH_S
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -113,5 +162,12 @@ class Limits:
 
 
 _ZERO_OK = frozenset(
-    {"shutdown_grace_s", "abort_join_s", "flush_timeout_s", "idle_session_timeout_s", "write_low_water"}
+    {
+        "shutdown_grace_s",
+        "abort_join_s",
+        "flush_timeout_s",
+        "idle_session_timeout_s",
+        "write_low_water",
+        "drain_flush_s",
+    }
 )

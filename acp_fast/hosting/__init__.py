@@ -1,0 +1,6 @@
+"""Hosting: many ACP connections per process over WebSocket (needs the ``server`` extra: picows)."""
+
+from .auth import bearer_token
+from .server import AcpHost, ListenAddress, run_host, serve_ws
+
+__all__ = ["AcpHost", "ListenAddress", "bearer_token", "run_host", "serve_ws"]

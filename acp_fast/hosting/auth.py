@@ -1,0 +1,25 @@
+"""Ready-made auth hooks for ``AcpHost(authorize=...)``.
+
+A hook sees the upgrade request's headers and answers accept or refuse (401)
+before any ACP traffic. ``Acp-Connection-Id`` is never consulted: it is a
+label the server hands out, not a secret the client proves.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+
+from .server import Authorize
+
+
+def bearer_token(token: str) -> Authorize:
+    """Accept requests carrying ``Authorization: Bearer <token>``, compared in constant time."""
+    if not token:
+        raise ValueError("an empty bearer token would accept everyone")
+    expected = f"Bearer {token}".encode()
+
+    def authorize(headers: Mapping[str, str]) -> bool:
+        return hmac.compare_digest(headers.get("Authorization", "").encode(), expected)
+
+    return authorize

@@ -1,0 +1,90 @@
+"""``--workers N``: N processes share one port (SO_REUSEPORT), one event loop each, supervised.
+
+The kernel spreads new connections over the workers; each worker is a
+complete host (its own limits, drain and health endpoints; the limits are
+per worker, so the process-wide numbers multiply by N). The supervisor does
+no network work: it starts the workers (forked, so the agent factory needs
+no pickling), starts a new one when one dies, and on SIGTERM/SIGINT passes
+the signal on and waits for all of them to drain, killing what outlives the
+drain bound plus a margin.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import time
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+from types import FrameType
+
+log = logging.getLogger(__name__)
+
+#: A worker that dies sooner than this after its start is restarted only after this long, so a
+#: worker that cannot start (bad agent import, port taken) does not spin the supervisor.
+RESTART_BACKOFF_S = 1.0
+
+#: How often the supervisor looks at its workers while nothing happens (it wakes on each exit).
+SUPERVISE_TICK_S = 1.0
+
+#: Beyond the drain bound, seconds the supervisor waits for workers before killing them.
+STOP_MARGIN_S = 2.0
+
+
+def run_workers(n: int, serve: Callable[[], None], drain_bound_s: float) -> int:
+    """Run ``serve`` (a blocking host loop) in ``n`` forked workers until a signal; returns an exit code."""
+    ctx = multiprocessing.get_context("fork")
+    workers: dict[int, tuple[BaseProcess, float]] = {}
+    stopping = False
+
+    def start(slot: int) -> None:
+        proc = ctx.Process(target=_worker_main, args=(serve,), name=f"acp-fast-worker-{slot}", daemon=False)
+        proc.start()
+        workers[slot] = (proc, time.monotonic())
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for proc, _ in workers.values():
+            if proc.is_alive() and proc.pid is not None:
+                os.kill(proc.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for slot in range(n):
+            start(slot)
+        while not stopping:
+            sentinels = [proc.sentinel for proc, _ in workers.values()]
+            multiprocessing.connection.wait(sentinels, timeout=SUPERVISE_TICK_S)
+            for slot, (proc, started) in list(workers.items()):
+                if stopping or proc.is_alive():
+                    continue
+                proc.join()
+                log.warning("worker %d (pid %s) exited with %s; starting a new one", slot, proc.pid, proc.exitcode)
+                if time.monotonic() - started < RESTART_BACKOFF_S:
+                    time.sleep(RESTART_BACKOFF_S)
+                if not stopping:
+                    start(slot)
+        deadline = time.monotonic() + drain_bound_s + STOP_MARGIN_S
+        clean = True
+        for proc, _ in workers.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                log.error("worker pid %s outlived the drain bound; killing it", proc.pid)
+                proc.kill()
+                proc.join()
+            # -SIGTERM: a worker still starting up when the signal came had nothing to drain.
+            clean = clean and proc.exitcode in (0, -signal.SIGTERM)
+        return 0 if clean else 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _worker_main(serve: Callable[[], None]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)  # the worker's loop installs its own handlers
+    serve()

@@ -1,0 +1,372 @@
+"""WebSocket as a peer transport: one socket carries one JSON-RPC peer, one message per text frame.
+
+A message-oriented transport needs no line framer: each complete text
+message goes straight to the Connection's ``feed_line`` (the same decoder,
+inbox and dispatch as stdio), and ``feed_end`` follows the last frame of a
+socket read, so inline dispatch and answer coalescing behave as they do
+over a pipe. The Writer still produces newline-terminated messages; the
+write side here turns each line into one text frame.
+
+Socket close is EOF for the Connection (R13-R15 via R27): the shutdown that
+follows cancels and answers what was running. Flow control is the socket's:
+the Writer's high-water mark is applied to the TCP transport, and output
+queued past ``max_buffered_output_bytes`` closes the socket with 1008.
+
+picows does the framing in C and calls ``on_ws_frame`` synchronously from
+the loop's read callback, which is what the inline dispatch path wants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import cast
+
+from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
+
+from ..peer.connection import Connection
+from ..peer.reader import ReadProtocol
+from ..peer.writer import Writer
+from ..wire import jsonrpc
+from ..wire.errors import AcpError
+from ..wire.jsonrpc import Request
+from ..wire.limits import Limits
+
+log = logging.getLogger(__name__)
+
+#: Close codes the official SDKs use for the same situations.
+CLOSE_NORMAL = WSCloseCode.OK
+CLOSE_GOING_AWAY = WSCloseCode.GOING_AWAY  # drain
+CLOSE_PROTOCOL_ERROR = WSCloseCode.PROTOCOL_ERROR  # first message not initialize
+CLOSE_POLICY = WSCloseCode.POLICY_VIOLATION  # output cap
+CLOSE_TOO_BIG = WSCloseCode.MESSAGE_TOO_BIG
+CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
+
+
+_BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
+
+
+def _reply_code(received: WSCloseCode) -> WSCloseCode:
+    """The status to answer a client's close with: its own, unless it sent none (or one never sent on the wire)."""
+    if received.value < 1000 or received in (WSCloseCode.ABNORMAL_CLOSURE,):
+        return CLOSE_NORMAL  # an empty close frame: answering "0" would be a protocol error
+    return received
+
+
+class FrameWriteTransport(asyncio.WriteTransport):
+    """The Writer's transport over one WebSocket: every line it writes leaves as one text frame."""
+
+    def __init__(self, ws: WSTransport, max_buffered: int, on_close_sent: Callable[[], None]) -> None:
+        super().__init__()
+        self._ws = ws
+        self._on_close_sent = on_close_sent
+        self._tcp = ws.underlying_transport
+        self._max_buffered = max_buffered
+        self._closing = False
+        self.lost = False
+        self.writer_closed = False
+        self.close_code = CLOSE_NORMAL
+        self.close_reason = b""
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            return
+        view = memoryview(data)
+        raw = bytes(view) if type(data) is memoryview else data
+        send = self._ws.send
+        text = WSMsgType.TEXT
+        start, n = 0, len(view)
+        while start < n:
+            end = raw.find(b"\n", start)  # orjson escapes newlines inside strings: each is a message end
+            if end < 0:
+                end = n
+            if end > start:
+                send(text, view[start:end])
+            start = end + 1
+        if self._tcp.get_write_buffer_size() > self._max_buffered:
+            log.warning(
+                "closing a connection whose client is not reading: %d bytes queued (limit %d)",
+                self._tcp.get_write_buffer_size(),
+                self._max_buffered,
+            )
+            self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
+
+    def get_write_buffer_size(self) -> int:
+        return 0 if self.lost else self._tcp.get_write_buffer_size()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._tcp.set_write_buffer_limits(high=high, low=low)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """The Writer's close, at the end of the Connection's shutdown: close frame behind the answers."""
+        self.writer_closed = True
+        self._close()
+
+    def close_with(self, code: WSCloseCode, reason: bytes = b"") -> None:
+        """Close now, on the transport's own decision (protocol error, output cap, client's close)."""
+        self.close_code = code
+        self.close_reason = reason
+        self._close()
+
+    def _close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if not self.lost:
+            self._ws.send_close(self.close_code, self.close_reason)
+            self._on_close_sent()
+
+    def abort(self) -> None:
+        """The Writer's flush bound passed: drop the socket and whatever it still held."""
+        self._closing = True
+        if not self.lost:
+            self._ws.disconnect(graceful=False)
+
+    def mark_lost(self) -> None:
+        """The socket is gone: nothing more is sent, nothing counts as buffered."""
+        self.lost = True
+        self._closing = True
+
+
+class _ReadControl:
+    """What the Connection pauses, resumes and closes: the socket's read side."""
+
+    __slots__ = ("_peer",)
+
+    def __init__(self, peer: WsPeer) -> None:
+        self._peer = peer
+
+    def pause_reading(self) -> None:
+        self._peer.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._peer.resume_reading()
+
+    def close(self) -> None:
+        self._peer.out_close()
+
+
+class WsPeer(WSListener):
+    """One WebSocket connection serving one Connection.
+
+    ``on_start`` runs once the upgrade completed and the Connection exists:
+    the host attaches its handlers there and starts ``conn.run()``.
+    ``first_method`` (``initialize`` for ACP) must be the method of the first
+    message that parses, else the socket closes with 1002; frames that do not
+    parse get their JSON-RPC error first and change nothing.
+    """
+
+    def __init__(
+        self,
+        connection_id: str,
+        limits: Limits,
+        on_start: Callable[[WsPeer], None],
+        first_method: str | None = "initialize",
+    ) -> None:
+        self.connection_id = connection_id
+        self.limits = limits
+        self._on_start = on_start
+        self._first_method = first_method
+        self.conn: Connection | None = None
+        self.writer: Writer | None = None
+        self.out: FrameWriteTransport | None = None
+        self.ws: WSTransport | None = None
+        self.binary_frames = 0
+        self._fragments: bytearray | None = None
+        self._fragment_kind: WSMsgType | None = None
+        self._frames_since_end = 0
+        self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
+        self._socket_paused = False
+        self.ended = False
+        self._awaiting_close_reply = False
+        self._drop_timer: asyncio.TimerHandle | None = None
+        self.on_end: Callable[[WsPeer], None] | None = None
+
+    # -- picows callbacks ------------------------------------------------------------------
+    def on_ws_connected(self, transport: WSTransport) -> None:
+        loop = asyncio.get_running_loop()
+        self.ws = transport
+        writer = Writer(loop, self.limits)
+        out = FrameWriteTransport(transport, self.limits.max_buffered_output_bytes, self._close_sent)
+        writer.attach(out)
+        conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
+        # The Connection only ever pauses, resumes or closes its reader; a socket needs no framer.
+        conn.reader_attached(cast(ReadProtocol, _ReadControl(self)))
+        self.writer, self.out, self.conn = writer, out, conn
+        self._on_start(self)
+
+    def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        kind = frame.msg_type
+        if kind is WSMsgType.TEXT:
+            if frame.fin:
+                self._deliver(frame.get_payload_as_memoryview())
+            else:
+                self._fragment_kind = WSMsgType.TEXT
+                self._fragments = bytearray(frame.get_payload_as_memoryview())
+        elif kind is WSMsgType.CONTINUATION:
+            self._continue(frame)
+        elif kind is WSMsgType.BINARY:
+            self.binary_frames += 1  # ACP messages are text; binary frames are ignored
+            if not frame.fin:
+                self._fragment_kind = WSMsgType.BINARY
+        elif kind is WSMsgType.CLOSE:
+            out = self.out
+            if out is not None and not out.is_closing():
+                out.close_with(_reply_code(frame.get_close_code()))
+            transport.disconnect()  # both close frames exchanged: the handshake is complete
+        if frame.last_in_buffer and self._frames_since_end:
+            self._frames_since_end = 0
+            conn = self.conn
+            if conn is not None:
+                conn.feed_end()
+
+    def on_ws_disconnected(self, transport: WSTransport) -> None:
+        self._fragments = None
+        if self._drop_timer is not None:
+            self._drop_timer.cancel()
+            self._drop_timer = None
+        out, writer, conn = self.out, self.writer, self.conn
+        if out is None or writer is None or conn is None:
+            return
+        writer_closed = out.writer_closed
+        out.mark_lost()
+        if writer_closed:
+            writer.connection_lost(None)  # Writer.close may be waiting for the socket to finish
+        else:
+            writer.resume_writing()  # nothing more can leave: producers stop waiting for the socket
+        conn.feed_eof(None)
+
+    def _close_sent(self) -> None:
+        """Our close frame is queued: read on (discarding) until the client's reply, within a bound.
+
+        Closing the TCP socket at once would drop the close frame and the last
+        answers whenever input is still unread (the kernel resets instead); a
+        client that never replies, or never reads, is dropped after
+        ``drain_flush_s``.
+        """
+        self.ended = True
+        self._awaiting_close_reply = True
+        self._fragments = None
+        self._apply_pauses()
+        self._drop_timer = asyncio.get_running_loop().call_later(self.limits.drain_flush_s, self._drop)
+
+    def _drop(self) -> None:
+        ws = self.ws
+        if ws is not None and not ws.is_disconnected:
+            log.info("connection %s: no close reply in time; dropping it", self.connection_id)
+            ws.disconnect(graceful=False)
+
+    def pause_writing(self) -> None:
+        """Output is above the high-water mark: producers wait, and no more input is read (R26),
+        so a client that sends without reading cannot grow its answers' buffer either."""
+        if self.writer is not None:
+            self.writer.pause_writing()
+        self._hold(_BY_OUTPUT, True)
+
+    def resume_writing(self) -> None:
+        if self.writer is not None:
+            self.writer.resume_writing()
+        self._hold(_BY_OUTPUT, False)
+
+    # -- input -----------------------------------------------------------------------------------
+    def _continue(self, frame: WSFrame) -> None:
+        if self._fragment_kind is WSMsgType.BINARY:
+            if frame.fin:
+                self._fragment_kind = None
+            return
+        buf = self._fragments
+        if buf is None:
+            return  # a continuation without a start: nothing to continue
+        buf += frame.get_payload_as_memoryview()
+        if len(buf) > self.limits.max_line_bytes:
+            self._fragments = self._fragment_kind = None
+            if self.out is not None:
+                self.out.close_with(CLOSE_TOO_BIG, b"message exceeds the size limit")
+            return
+        if frame.fin:
+            self._fragments = self._fragment_kind = None
+            self._deliver(bytes(buf))
+
+    def _deliver(self, payload: bytes | memoryview) -> None:
+        conn = self.conn
+        if conn is None or self.ended:
+            return
+        if self._first_method is not None and not self._admit_first(payload):
+            return
+        conn.feed_line(payload)
+        self._frames_since_end += 1
+
+    def _admit_first(self, payload: bytes | bytearray | memoryview) -> bool:
+        """Until the first message that parses: is it ``first_method``? Else close 1002."""
+        try:
+            message = jsonrpc.decode(payload)
+        except (jsonrpc.InvalidMessage, AcpError):
+            return True  # answered -32700/-32600 by the Connection; still waiting for the first message
+        if type(message) is Request and message.method == self._first_method:
+            self._first_method = None
+            return True
+        log.info("connection %s: first message was not %s; closing 1002", self.connection_id, self._first_method)
+        self.close(CLOSE_PROTOCOL_ERROR, f"the first message must be {self._first_method}".encode())
+        return False
+
+    # -- control from the Connection and the host --------------------------------------------------
+    @property
+    def reading_paused(self) -> bool:
+        return self._socket_paused
+
+    @property
+    def buffered_output(self) -> int:
+        return self.out.get_write_buffer_size() if self.out is not None else 0
+
+    def pause_reading(self) -> None:
+        self._hold(_BY_INBOX, True)
+
+    def resume_reading(self) -> None:
+        self._hold(_BY_INBOX, False)
+
+    def _hold(self, reason: int, on: bool) -> None:
+        self._pauses = self._pauses | reason if on else self._pauses & ~reason
+        self._apply_pauses()
+
+    def _apply_pauses(self) -> None:
+        """Read while nothing holds reading, and always while waiting for the client's close reply."""
+        want_paused = bool(self._pauses) and not self._awaiting_close_reply
+        ws = self.ws
+        if ws is None or want_paused == self._socket_paused:
+            return
+        tcp = ws.underlying_transport
+        if tcp.is_closing():
+            return
+        self._socket_paused = want_paused
+        if want_paused:
+            tcp.pause_reading()
+        else:
+            tcp.resume_reading()
+
+    def out_close(self) -> None:
+        if self.out is not None:
+            self.out.close()
+
+    def close(self, code: WSCloseCode, reason: bytes = b"") -> None:
+        """Close the socket now with ``code``; the Connection sees EOF when it is gone."""
+        self.ended = True
+        if self.out is not None:
+            self.out.close_with(code, reason)
+
+    def end(self, code: WSCloseCode = CLOSE_GOING_AWAY) -> None:
+        """Graceful end (drain): stop reading, run the EOF shutdown, close with ``code`` after its answers."""
+        if self.ended or self.conn is None or self.out is None:
+            return
+        self.ended = True
+        self.out.close_code = code
+        self._hold(_BY_DRAIN, True)  # what the client sends now stays unread, so nothing goes unanswered
+        self.conn.feed_eof(None)
+
+    def abort(self) -> None:
+        """Drop the socket without a close handshake (a peer that outlived the drain bound)."""
+        if self.ws is not None and not self.ws.is_disconnected:
+            self.ws.disconnect(graceful=False)
