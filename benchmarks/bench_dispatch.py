@@ -2,11 +2,12 @@
 
     python -m pytest benchmarks/bench_dispatch.py --benchmark-only --benchmark-group-by=group
 
-Each side is wired to in-memory byte transports: acp_fast's real
-ReadProtocol -> Connection -> AgentServer -> Writer chain with a fake
-read/write transport, and the SDK's AgentSideConnection over an
-``asyncio.StreamReader`` fed directly and a ``StreamWriter`` whose transport
-collects the bytes. Both serve the same demo logic (acp_fast.demo.DemoAgent,
+Each side is wired to the product's in-memory byte transport
+(``acp_fast.peer.memory.MemoryTransport``, delivering inside ``write``):
+acp_fast's real ReadProtocol -> Connection -> AgentServer -> Writer chain
+with one such pipe in and one out, and the SDK's AgentSideConnection over an
+``asyncio.StreamReader`` fed directly and a ``StreamWriter`` over such a pipe
+that collects the bytes. Both serve the same demo logic (acp_fast.demo.DemoAgent,
 acp_fast/bench/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
 one chunk (as one pipe read would deliver them) and runs the loop until
 every answer has been written; ``extra_info`` gives the per-message median
@@ -35,6 +36,7 @@ from acp_fast.agent.server import AgentServer
 from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
+from acp_fast.peer.memory import MemoryTransport
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire.framing import LineFramer
@@ -45,20 +47,18 @@ PROMPTS_PER_ROUND = 32
 UPDATES_PER_ROUND = 64
 
 
-class _Sink(asyncio.WriteTransport):
+class _Sink:
     """Collects written lines; wakes the round when the expected answers (or updates) are in."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.lines: list[bytes] = []
         self._tail = b""
         self.want = 0
         self.done: asyncio.Future[None] | None = None
-        self.closing = False
         self.updates: list[bytes] | None = None  # set by an update round: keep updates, not answers
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        parts = (self._tail + bytes(data)).split(b"\n")
+    def __call__(self, data: bytes) -> None:
+        parts = (self._tail + data).split(b"\n")
         self._tail = parts.pop()
         if self.updates is not None:
             self.updates.extend(p for p in parts if b'"session/update"' in p)
@@ -69,28 +69,18 @@ class _Sink(asyncio.WriteTransport):
         if self.done is not None and got >= self.want and not self.done.done():
             self.done.set_result(None)
 
-    def get_write_buffer_size(self) -> int:
-        return 0
 
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+class _Unpaced:
+    """A write end's flow reports, ignored: the sink reads everything at once, the feeder never waits."""
+
+    def pause_writing(self) -> None:
         pass
 
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-
-class _Reading(asyncio.ReadTransport):
-    def pause_reading(self) -> None:
+    def resume_writing(self) -> None:
         pass
 
-    def resume_reading(self) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
         pass
-
-    def is_closing(self) -> bool:
-        return False
 
 
 class _Drain:
@@ -116,18 +106,20 @@ class Wired:
             self.agent: Any = DemoAgent()
             AgentServer(self.agent, conn)
             reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
-            reader.connection_made(_Reading())
-            writer.attach(self.sink)
+            into = MemoryTransport(loop, _Unpaced(), immediate=True)
+            into.connect(reader, zero_copy=False)  # data_received, as before the shared transport
+            writer.attach(MemoryTransport(loop, writer, self.sink, immediate=True))
             self.task = loop.create_task(conn.run())
-            self.feed = reader.data_received
-            self.eof = reader.eof_received
+            self.feed = into.write
+            self.eof = into.close
         else:
             from acp.agent.connection import AgentSideConnection  # what acp.run_agent uses
 
             async def build() -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
                 # The SDK's connection starts its sender task at construction: it needs a running loop.
                 stream = asyncio.StreamReader(limit=64 * 1024 * 1024)
-                out = asyncio.StreamWriter(self.sink, _Drain(), None, loop)  # type: ignore[arg-type]
+                sink = MemoryTransport(loop, _Unpaced(), self.sink, immediate=True)
+                out = asyncio.StreamWriter(sink, _Drain(), None, loop)  # type: ignore[arg-type]
                 self.agent = SdkDemoAgent()
                 sdk = AgentSideConnection(self.agent, out, stream, listening=False)
                 self.closers.append(out.close)

@@ -2,9 +2,11 @@
 
 ``Harness`` wires an Agent to a Connection whose read side is fed directly
 (``send``) and whose write side lands in ``messages`` (decoded) and ``raw``
-(bytes). Waiting is event-driven (``wait_for``), never timed: a predicate is
-re-checked after every write. The write transport can be stalled to test
-backpressure (R26).
+(bytes). Both directions are the product's in-memory pipe
+(``acp_fast.peer.memory.MemoryTransport``) in its deliver-inside-``write``
+mode; the agent's output pipe can be stalled (``transport.stall()``) to test
+backpressure (R26). Waiting is event-driven (``wait_for``), never timed: a
+predicate is re-checked after every write.
 
 ``AgentProcess`` (at the end) is the one exception: the driver for the few
 end-to-end tests that run a real agent subprocess over pipes.
@@ -21,7 +23,7 @@ import orjson
 from acp_fast.agent.base import Agent
 from acp_fast.agent.server import AgentServer
 from acp_fast.peer.connection import Connection
-from acp_fast.peer.memory import feed_buffered
+from acp_fast.peer.memory import MemoryTransport
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire import _framing_py
@@ -37,96 +39,29 @@ from acp_fast.wire.limits import Limits
 READ_PATHS = ("production", "twin")
 
 
-class FakeWriteTransport(asyncio.WriteTransport):
-    """Collects writes; ``stall()`` makes it hold them and report a growing buffer."""
+class ClientEnd:
+    """The test client's write end of its pipe into the agent: it writes whatever a test sends.
 
-    def __init__(self, on_data: Callable[[bytes], None], writer: Writer) -> None:
-        super().__init__()
-        self._on_data = on_data
-        self._writer = writer
-        self._held: list[bytes] = []
-        self._held_size = 0
-        self._high = 64 * 1024
-        self._low = 16 * 1024
-        self._stalled = False
-        self._closing = False
-        self.paused = False
-        self.max_held = 0
-        self.fail_with: BaseException | None = None
+    It is told when the agent stops reading (the pipe then holds what is
+    sent, as a real pipe would) and ignores it; a test that wants to know
+    looks at ``read_transport.reading``.
+    """
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self.fail_with is not None:
-            raise self.fail_with
-        data = bytes(data)
-        if not self._stalled:
-            self._on_data(data)
-            return
-        self._held.append(data)
-        self._held_size += len(data)
-        self.max_held = max(self.max_held, self._held_size)
-        if self._held_size > self._high and not self.paused:
-            self.paused = True
-            self._writer.pause_writing()
+    def pause_writing(self) -> None:
+        pass
 
-    def stall(self) -> None:
-        self._stalled = True
+    def resume_writing(self) -> None:
+        pass
 
-    def unstall(self) -> None:
-        self._stalled = False
-        held, self._held, self._held_size = self._held, [], 0
-        for data in held:
-            self._on_data(data)
-        if self.paused:
-            self.paused = False
-            self._writer.resume_writing()
-
-    def get_write_buffer_size(self) -> int:
-        return self._held_size
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if high is not None:
-            self._high = high
-        if low is not None:
-            self._low = low
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        if not self._closing:
-            self._closing = True
-            if self._held:
-                self.unstall()
-            try:
-                asyncio.get_running_loop().call_soon(self._writer.connection_lost, None)
-            except RuntimeError:  # closed after its loop (a failed test tearing down)
-                self._writer.connection_lost(None)
-
-    def break_pipe(self) -> None:
-        """Simulate the client dying: the next write fails with EPIPE."""
-        self.fail_with = BrokenPipeError(32, "Broken pipe")
+    def connection_lost(self, exc: BaseException | None) -> None:
+        pass
 
 
-class FakeReadTransport(asyncio.ReadTransport):
-    def __init__(self) -> None:
-        super().__init__()
-        self.reading = True
-        self.closed = False
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def is_reading(self) -> bool:
-        return self.reading
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
+def pipe_into(reader: ReadProtocol, read_path: str) -> MemoryTransport:
+    """The client's pipe into ``reader``, fed the way ``read_path`` names; delivery is in ``write``."""
+    pipe = MemoryTransport(asyncio.get_running_loop(), ClientEnd(), immediate=True)
+    pipe.connect(reader, zero_copy=read_path == "production")
+    return pipe
 
 
 class Harness:
@@ -158,14 +93,19 @@ class Harness:
         else:
             framer = _framing_py.LineFramer(self.limits.max_line_bytes, self.limits.overlimit_head_bytes)
         self.reader = ReadProtocol(self.conn, framer, self.limits.read_buffer_bytes)
-        self.read_transport = FakeReadTransport()
-        self.reader.connection_made(self.read_transport)
-        self.transport = FakeWriteTransport(self._on_output, self.writer)
+        self.input = pipe_into(self.reader, self.read_path)
+        self.read_transport = self.input.read_end
+        self.on_output: Callable[[bytes], None] = self._on_output
+        self.transport = MemoryTransport(self.loop, self.writer, self._output, immediate=True)
         self.writer.attach(self.transport)
         self.raw = bytearray()
         self.messages: list[dict[str, Any]] = []
         self._changed = asyncio.Event()
         self._next_id = 0
+
+    def _output(self, data: bytes) -> None:
+        """What the pipe delivers goes to ``on_output``, which a test may wrap to react inside a write."""
+        self.on_output(data)
 
     def _on_output(self, data: bytes) -> None:
         self.raw += data
@@ -176,11 +116,8 @@ class Harness:
 
     # -- input ------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
-        """Deliver ``data`` as one pipe read (split only where it overflows the read buffer)."""
-        if self.read_path == "production":
-            feed_buffered(self.reader, data)
-        else:
-            self.reader.data_received(data)
+        """Write ``data`` into the pipe: one read if the agent is reading, held in the pipe if not."""
+        self.input.write(data)
 
     def send(self, *objs: Any) -> None:
         """Send messages in one read chunk (as one pipe read would deliver them)."""
@@ -207,7 +144,8 @@ class Harness:
         self.send(obj)
 
     def eof(self) -> None:
-        self.reader.eof_received()
+        """Close the client's pipe: the agent reads EOF after everything sent before it."""
+        self.input.close()
 
     # -- output -------------------------------------------------------------------------
     async def wait_for(self, predicate: Callable[[], Any]) -> Any:

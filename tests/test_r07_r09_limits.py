@@ -186,7 +186,7 @@ def test_r07_r15_slots_are_free_by_the_time_the_answer_is_written(run: Any) -> N
         sid = (await open_sessions(h, 1))[0]
         watch: dict[Any, str] = {}  # answer id -> text of the prompt to send on seeing it
         sent: dict[Any, Any] = {}  # answer id -> id of the follow-up prompt
-        deliver = h.transport._on_data
+        deliver = h.on_output
 
         def on_data(data: bytes) -> None:
             deliver(data)
@@ -201,7 +201,7 @@ def test_r07_r15_slots_are_free_by_the_time_the_answer_is_written(run: Any) -> N
             agent.started[sid] = asyncio.Event()
             old.set()
 
-        h.transport._on_data = on_data
+        h.on_output = on_data
         watch[101] = "after-completed"
         h.send(h.request_obj("session/prompt", prompt_params(sid, "first"), id=101))
         await agent.ev(agent.started, sid).wait()

@@ -6,8 +6,6 @@ current task and reports the ordered-handler deadlock like R21.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import orjson
@@ -18,7 +16,7 @@ from acp_fast.agent.base import Agent
 from acp_fast.client import ClientHandler, ClientSession, ClientSideConnection, connect_in_memory
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
-from acp_fast.peer.memory import feed_buffered
+from acp_fast.peer.memory import MemoryTransport
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire import _framing_py
@@ -26,7 +24,7 @@ from acp_fast.wire.errors import DeadlockError
 from acp_fast.wire.framing import new_framer
 from acp_fast.wire.jsonrpc import Notification
 from acp_fast.wire.limits import Limits
-from tests.helpers import FakeReadTransport, FakeWriteTransport, Harness, close_and_check
+from tests.helpers import Harness, close_and_check, pipe_into
 
 CWD = "/tmp"
 
@@ -148,15 +146,14 @@ def test_r23_updates_right_behind_the_session_response_reach_the_session(run: An
             written.extend(orjson.loads(line) for line in data.split(b"\n") if line)
             arrived.set()
 
-        writer.attach(FakeWriteTransport(on_data, writer))
+        writer.attach(MemoryTransport(loop, writer, on_data, immediate=True))
         if read_path == "production":
             reader = ReadProtocol(conn, new_framer(limits), limits.read_buffer_bytes)
-            deliver: Callable[[bytes], None] = partial(feed_buffered, reader)
         else:
             twin = _framing_py.LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes)
             reader = ReadProtocol(conn, twin, limits.read_buffer_bytes)
-            deliver = reader.data_received
-        reader.connection_made(FakeReadTransport())
+        into_client = pipe_into(reader, read_path)
+        deliver = into_client.write
         client.run()
         built = asyncio.ensure_future(
             client.build_session(CWD).run_until(lambda s: asyncio.sleep(0, result=s.pending_updates()))
@@ -175,7 +172,7 @@ def test_r23_updates_right_behind_the_session_response_reach_the_session(run: An
                             "params": {"sessionId": "s9", "update": update}}) + b"\n"
         )
         assert await built == [update]
-        reader.eof_received()
+        into_client.close()
         await client.run()
 
     run(body())

@@ -1,9 +1,10 @@
 """R26: a stalled stdout makes streaming prompts wait; nothing is dropped or reordered.
 
-``FakeWriteTransport.stall()`` holds every write and reports a growing
-buffer, pausing the writer above the high-water mark, as a pipe whose reader
-stopped would. The test observes the producer blocked in ``drain`` through a
-thin wrapper, never through timing.
+The harness's output pipe is the product's ``MemoryTransport``; its
+``stall()`` holds every write and reports a growing buffer, pausing the
+writer above the high-water mark, as a pipe whose reader stopped would.
+The test observes the producer blocked in ``drain`` through a thin wrapper,
+never through timing.
 """
 
 from __future__ import annotations

@@ -70,10 +70,15 @@ class MemoryTransport(asyncio.WriteTransport):
         self.read_end = MemoryReadEnd(self)
 
     # -- the far end -----------------------------------------------------------------
-    def connect(self, reader: asyncio.BaseProtocol) -> None:
-        """Feed ``reader`` (a read protocol) with what is written, and tell it of the end."""
+    def connect(self, reader: asyncio.BaseProtocol, *, zero_copy: bool = True) -> None:
+        """Feed ``reader`` (a read protocol) with what is written, and tell it of the end.
+
+        ``zero_copy=False`` feeds even a buffered protocol through
+        ``data_received``, as the stdlib's pipe transports do, so both read
+        paths of one protocol can be driven.
+        """
         self._reader = reader
-        if isinstance(reader, asyncio.BufferedProtocol):
+        if zero_copy and isinstance(reader, asyncio.BufferedProtocol):
             self._deliver_fn = lambda data: feed_buffered(reader, data)
         else:
             self._deliver_fn = reader.data_received  # type: ignore[attr-defined]
@@ -87,14 +92,14 @@ class MemoryTransport(asyncio.WriteTransport):
             return
         self._queue.append(bytes(data))
         self._size += len(data)
+        if self._immediate:
+            self._deliver()  # what the reader takes at once is never held
+        else:
+            self._schedule()
         self.max_held = max(self.max_held, self._size)
         if self._size > self._high and not self.paused:
             self.paused = True
             self._writer.pause_writing()
-        if self._immediate:
-            self._deliver()
-        else:
-            self._schedule()
 
     def get_write_buffer_size(self) -> int:
         return self._size
