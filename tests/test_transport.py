@@ -502,6 +502,20 @@ def test_r26_pause_requested_before_the_transport_exists_is_applied_on_connectio
     assert transport.calls == ["pause", "resume", "close"]
 
 
+def test_r26_a_chunk_delivered_after_a_pause_waits_and_keeps_its_order(framer_cls: type) -> None:
+    """A transport may deliver once more after ``pause_reading``: those lines wait behind the pause."""
+    sink = Sink()
+    proto = ReadProtocol(sink, framer_cls(), 64)
+    proto.connection_made(_FakeReadTransport())
+    _feed_buffered(proto, b"first\n")
+    proto.pause_reading()
+    _feed_buffered(proto, b"second\nthird\n")
+    proto.data_received(b"fourth\n")
+    assert sink.lines == [b"first"]
+    proto.resume_reading()
+    assert sink.lines == [b"first", b"second", b"third", b"fourth"]
+
+
 # The stdlib loop only: on uvloop a regression aborts the whole process (the
 # subprocess test below covers uvloop without taking pytest down with it).
 @pytest.mark.parametrize("loop_kind", ["asyncio"])
