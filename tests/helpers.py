@@ -81,7 +81,7 @@ class Harness:
         self.task: asyncio.Task[None] = self.loop.create_task(self.conn.run(), name="harness.run")
 
     def _wire(self, limits: Limits | None, framer_cls: type | None) -> None:
-        """A Connection with fake transports on both sides; nothing runs yet."""
+        """A Connection with an in-memory pipe on each side; nothing runs yet."""
         self.loop = asyncio.get_running_loop()
         self.limits = limits or Limits()
         self.writer = Writer(self.loop, self.limits)

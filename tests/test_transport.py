@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from acp_fast.peer.memory import feed_buffered
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import WriteProtocol, Writer
 from acp_fast.transports.stdio import connect_stdio
@@ -437,19 +438,13 @@ def _read_all_and_close(fd: int) -> bytes:
 # -- ReadProtocol: both read paths, one framer --------------------------------------------------
 
 
-def _feed_buffered(proto: ReadProtocol, data: bytes) -> None:
-    buf = proto.get_buffer(len(data))
-    buf[: len(data)] = data
-    proto.buffer_updated(len(data))
-
-
 def test_r25_both_read_paths_feed_the_same_framer(framer_cls: type) -> None:
     sink = Sink()
     proto = ReadProtocol(sink, framer_cls(max_line_bytes=64, head_bytes=8), 256)
     proto.data_received(b'{"a":1}\n{"b"')
-    _feed_buffered(proto, b':2}\n{"c":3}\n{"d"')  # completes a line the other path started
+    feed_buffered(proto, b':2}\n{"c":3}\n{"d"')  # completes a line the other path started
     proto.data_received(b":4}\r\n")
-    _feed_buffered(proto, b"x" * 70 + b"\n" + b"tail")
+    feed_buffered(proto, b"x" * 70 + b"\n" + b"tail")
     assert sink.lines == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
     assert sink.oversized == [Oversized(70, b"x" * 8)]
     proto.eof_received()
@@ -461,12 +456,14 @@ def test_r25_both_read_paths_feed_the_same_framer(framer_cls: type) -> None:
 def test_r25_lines_delivered_from_the_read_buffer_are_consumed_before_it_is_reused(framer_cls: type) -> None:
     sink = Sink()
     proto = ReadProtocol(sink, framer_cls(), 64)
-    _feed_buffered(proto, b"first\nsecond\n")
-    _feed_buffered(proto, b"THIRD!\nFOURTH\n")  # overwrites the same bytes of the buffer
+    feed_buffered(proto, b"first\nsecond\n")
+    feed_buffered(proto, b"THIRD!\nFOURTH\n")  # overwrites the same bytes of the buffer
     assert sink.lines == [b"first", b"second", b"THIRD!", b"FOURTH"]
 
 
 class _FakeReadTransport(asyncio.ReadTransport):
+    """Records the calls ReadProtocol makes, in order; carries no bytes, so it is no second pipe."""
+
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[str] = []
@@ -507,9 +504,9 @@ def test_r26_a_chunk_delivered_after_a_pause_waits_and_keeps_its_order(framer_cl
     sink = Sink()
     proto = ReadProtocol(sink, framer_cls(), 64)
     proto.connection_made(_FakeReadTransport())
-    _feed_buffered(proto, b"first\n")
+    feed_buffered(proto, b"first\n")
     proto.pause_reading()
-    _feed_buffered(proto, b"second\nthird\n")
+    feed_buffered(proto, b"second\nthird\n")
     proto.data_received(b"fourth\n")
     assert sink.lines == [b"first"]
     proto.resume_reading()
