@@ -210,6 +210,9 @@ def test_r26_stalled_reader_bounds_agent_memory_and_loses_nothing() -> None:
         err = agent.stderr
         for sid in sids:
             line = next(x for x in err.splitlines() if x.startswith(f"MARK max_buffered {sid} "))
-            assert int(line.split()[-1]) <= high, line  # every update waited for the pipe
+            # Every update waited for the pipe. A producer woken by a drained pipe writes once more
+            # even if the other sessions refilled it first (no starvation, see Writer.drain), so the
+            # mark can be passed by at most one update (< 2 KiB here) per other producer.
+            assert int(line.split()[-1]) <= high + (len(sids) - 1) * 2 * 1024, line
         total = len(sids) * n * pad
         assert stalled_rss - base < total // 1024 // 4, (base, stalled_rss, total)
