@@ -205,3 +205,24 @@ def test_an_agent_that_cannot_load_sessions_has_nothing_parked(run: Any) -> None
         assert host.counts["detached_sessions"] == 0
 
     run(_with_host(body, factory=NoLoad))
+
+
+def test_a_reattach_refused_by_the_connection_limit_leaves_the_session_parked(run: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        c1 = await WsClient.open(_url(host))
+        sid = await _session_with_history(c1)
+        await c1.close()
+        await _until(host, connections=0, detached_sessions=1)
+        c2 = await WsClient.open(_url(host))
+        await c2.initialize()
+        await c2.new_session()  # this connection's one session slot is taken
+        busy = await c2.request("session/load", _load(sid))
+        assert busy["error"]["code"] == SERVER_BUSY
+        assert host.counts["detached_sessions"] == 1 and host.counts["sessions"] == 1
+        await c2.close()
+        c3 = await WsClient.open(_url(host))
+        await c3.initialize()
+        assert "result" in await c3.request("session/load", _load(sid))
+        await c3.close()
+
+    run(_with_host(body, limits=Limits(max_sessions=1)))
