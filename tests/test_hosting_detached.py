@@ -226,3 +226,41 @@ def test_a_reattach_refused_by_the_connection_limit_leaves_the_session_parked(ru
         await c3.close()
 
     run(_with_host(body, limits=Limits(max_sessions=1)))
+
+
+def test_a_hook_returning_true_makes_the_authorization_header_the_principal(run: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        c1 = await WsClient.open(_url(host), additional_headers={"Authorization": "Bearer x"})
+        sid = await _session_with_history(c1)
+        await c1.close()
+        await _until(host, connections=0, detached_sessions=1)
+        other = await WsClient.open(_url(host), additional_headers={"Authorization": "Bearer y"})
+        await other.initialize()
+        assert (await other.request("session/load", _load(sid)))["error"]["code"] == INVALID_PARAMS
+        await other.close()
+        same = await WsClient.open(_url(host), additional_headers={"Authorization": "Bearer x"})
+        await same.initialize()
+        assert "result" in await same.request("session/load", _load(sid))
+        await same.close()
+
+    run(_with_host(body, authorize=lambda h: h.get("Authorization") in ("Bearer x", "Bearer y")))
+
+
+def test_a_reattached_session_is_idle_from_the_reattach_not_from_its_last_prompt(run: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        c1 = await WsClient.open(_url(host))
+        sid = await _session_with_history(c1)
+        await c1.close()
+        await _until(host, connections=0, detached_sessions=1)
+        parked = host.detached.get(sid)
+        assert parked is not None
+        parked_since = parked.session.last_active
+        c2 = await WsClient.open(_url(host))
+        await c2.initialize()
+        assert "result" in await c2.request("session/load", _load(sid))
+        await c2.close()
+        await _until(host, connections=0, detached_sessions=1)
+        again = host.detached.get(sid)
+        assert again is not None and again.session.last_active > parked_since
+
+    run(_with_host(body))

@@ -59,6 +59,10 @@ class DetachedSessions:
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._parked
 
+    def get(self, session_id: str) -> ParkedSession | None:
+        """The parked entry, for introspection; ``take`` is the only way to re-attach it."""
+        return self._parked.get(session_id)
+
     def park(self, session: Session, state: Any, principal: str | None) -> None:
         """Keep ``session`` for the timeout; an older parked session with the same id is dropped."""
         self._drop(session.id)
@@ -155,6 +159,7 @@ class HostedAgentServer(AgentServer):
         except AcpError:
             self.detached.restore(entry)
             raise
+        entry.session.last_active = time.monotonic()  # idle cleanup (R16) counts from the re-attach
         self.agent.attach_session(session_id, entry.state)
 
     def release_sessions(self, park: bool) -> None:
