@@ -47,6 +47,7 @@ _HELP = {
     "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
     "max_connections": "--listen: open connections per process; the next upgrade gets 503",
     "max_sessions_total": "--listen: sessions across all connections of the process",
+    "detached_session_timeout_s": "--listen: seconds a dropped socket's sessions wait for session/load; 0 disables",
     "max_running_prompts": "--listen: prompts running at once across all connections",
     "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
     "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
@@ -211,7 +212,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         from .demo import DemoAgent
 
         pace_ms = args.pace_ms
-        factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=pace_ms)  # noqa: E731
+        factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=pace_ms, unique_ids=True)  # noqa: E731
     else:
         sys.path.insert(0, "")
         factory = _agent_factory(args.target, args.unstable)

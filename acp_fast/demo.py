@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any, ClassVar
 
 from .agent.base import Agent, current_turn
@@ -104,9 +105,11 @@ class DemoAgent(Agent):
 
     mcp_over_acp = True
 
-    def __init__(self, pace_ms: float = 20.0) -> None:
+    def __init__(self, pace_ms: float = 20.0, *, unique_ids: bool = False) -> None:
+        """``unique_ids``: session ids unique in the process (hosting parks sessions by id), not demo-1, demo-2..."""
         self.mcp_provider = DemoMcpProvider()
         self.pace_s = pace_ms / 1000.0
+        self.unique_ids = unique_ids
         self.history: dict[str, list[dict[str, Any]]] = {}
         self.cwd: dict[str, str] = {}
         self.titles: dict[str, str] = {}
@@ -133,7 +136,7 @@ class DemoAgent(Agent):
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        session_id = f"demo-{len(self.cwd) + 1}"
+        session_id = f"demo-{uuid.uuid4().hex}" if self.unique_ids else f"demo-{len(self.cwd) + 1}"
         self.cwd[session_id] = cwd
         self.history[session_id] = []
         return {"sessionId": session_id, **_SESSION_STATE}
@@ -192,6 +195,18 @@ class DemoAgent(Agent):
         if config_id != "model" or value not in _MODEL_VALUES:
             raise InvalidParams(f"unknown option {config_id!r}={value!r}", {"configId": config_id})
         return {"configOptions": [_model_option(str(value))]}
+
+    def detach_session(self, session_id: str) -> Any:
+        """Hosting: the session's history travels to the instance that re-attaches it."""
+        return (self.cwd.pop(session_id, None), self.history.pop(session_id, None), self.titles.pop(session_id, None))
+
+    def attach_session(self, session_id: str, state: Any) -> None:
+        cwd, history, title = state
+        if history is not None:
+            self.cwd[session_id] = cwd
+            self.history[session_id] = history
+        if title is not None:
+            self.titles[session_id] = title
 
     async def on_session_start(self, session_id: str) -> None:
         await self.client.available_commands_update(session_id, COMMANDS)

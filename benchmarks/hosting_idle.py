@@ -15,45 +15,40 @@ WebSocket profile) serving acp_fast/bench/sdk_demo_agent.py under uvicorn
   waits for its first update, sends ``session/cancel`` and times until the
   ``cancelled`` answer (p50/p99, microseconds);
 - the floor: the same client's round trip to a bare picows echo server
-  (``ws_libraries.py``'s ``picows-2k``), for a same-run ratio;
+  (2 KiB initial read buffer, ``python -m acp_fast.bench.hosting --echo``), for a same-run ratio;
 - with ``--updates N``: ``session/update`` frames received per second while
   1 connection streams N updates, and while 100 connections stream N/100
   each at once (``stream K 0``), against the same bare picows server pushing
   N update-sized frames (the floor) and, with ``--sdk``, the SDK's app.
 
-The machine is shared and has 2 cores: quote ratios from one run.
+The connection, cancel and floor measurements are acp_fast/bench/hosting.py's,
+shared with ``acp-fast bench --hosting``. The machine is shared and has 2
+cores: quote ratios from one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from acp_fast.bench.hosting import (
+    demo_server_argv,
+    echo_rtt,
+    echo_server_argv,
+    free_port,
+    measure_host,
+    raise_fd_limit,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
 def _wait_listening(port: int) -> None:
@@ -64,128 +59,6 @@ def _wait_listening(port: int) -> None:
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on {port}")
-
-
-async def _measure(url: str, pid: int, n: int, cancels: int) -> dict[str, float]:
-    from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
-
-    ids = itertools.count(1)
-
-    class Client(WSListener):
-        def __init__(self) -> None:
-            self.waiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
-            self.first_update: asyncio.Future[None] | None = None
-            self.transport: WSTransport | None = None
-
-        def on_ws_connected(self, transport: WSTransport) -> None:
-            self.transport = transport
-
-        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
-            if frame.msg_type != WSMsgType.TEXT:
-                return
-            msg = json.loads(frame.get_payload_as_bytes())
-            if "method" in msg:
-                f = self.first_update
-                if msg["method"] == "session/update" and f is not None and not f.done():
-                    f.set_result(None)
-                return
-            fut = self.waiting.pop(msg.get("id"), None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
-
-        def send(self, obj: dict[str, Any]) -> None:
-            assert self.transport is not None
-            self.transport.send(WSMsgType.TEXT, json.dumps(obj).encode())
-
-        async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-            rid = next(ids)
-            fut = asyncio.get_running_loop().create_future()
-            self.waiting[rid] = fut
-            self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-            return await fut
-
-    async def open_one() -> tuple[WSTransport, Client, str]:
-        transport, client = await ws_connect(Client, url)
-        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        resp = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
-        return transport, client, resp["result"]["sessionId"]
-
-    # warm the server up, then take the baseline
-    warm = [await open_one() for _ in range(20)]
-    for t, _, _ in warm:
-        t.disconnect()
-    await asyncio.sleep(1.0)
-    before = _rss_kib(pid)
-    held = []
-    t0 = time.perf_counter()
-    for start in range(0, n, 100):
-        held.extend(await asyncio.gather(*(open_one() for _ in range(min(100, n - start)))))
-    setup_s = time.perf_counter() - t0
-    await asyncio.sleep(1.0)
-    after = _rss_kib(pid)
-
-    samples: list[float] = []
-    if cancels:
-        _, client, sid = await open_one()
-        for _ in range(cancels):
-            client.first_update = asyncio.get_running_loop().create_future()
-            rid = next(ids)
-            done = asyncio.get_running_loop().create_future()
-            client.waiting[rid] = done
-            client.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": rid,
-                    "method": "session/prompt",
-                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "stream 100000 1"}]},
-                }
-            )
-            await client.first_update
-            t1 = time.perf_counter()
-            client.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
-            answer = await done
-            samples.append((time.perf_counter() - t1) * 1e6)
-            assert answer["result"]["stopReason"] == "cancelled", answer
-    for t, _, _ in held:
-        t.disconnect()
-    samples.sort()
-    out = {
-        "connections": float(len(held)),
-        "kib_per_conn": (after - before) / len(held),
-        "setup_per_s": len(held) / setup_s,
-        "server_rss_mib": after / 1024,
-    }
-    if samples:
-        out["cancel_p50_us"] = statistics.median(samples)
-        out["cancel_p99_us"] = samples[int(len(samples) * 0.99)]
-    return out
-
-
-async def _echo_rtt(url: str, rounds: int) -> dict[str, float]:
-    """The floor: round trips of a small text frame to a bare picows echo server, same client library."""
-    from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
-
-    class Echo(WSListener):
-        waiter: asyncio.Future[None] | None = None
-
-        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
-            if frame.msg_type == WSMsgType.TEXT and self.waiter is not None and not self.waiter.done():
-                self.waiter.set_result(None)
-
-    transport, client = await ws_connect(Echo, url)
-    loop = asyncio.get_running_loop()
-    message = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"demo-1"}}'
-    samples = []
-    for i in range(rounds + 100):
-        client.waiter = loop.create_future()
-        t0 = time.perf_counter()
-        transport.send(WSMsgType.TEXT, message)
-        await client.waiter
-        if i >= 100:
-            samples.append((time.perf_counter() - t0) * 1e6)
-    transport.disconnect()
-    samples.sort()
-    return {"echo_p50_us": statistics.median(samples), "echo_p99_us": samples[int(len(samples) * 0.99)]}
 
 
 async def _updates_per_s(url: str, conns: int, n: int, floor: bool) -> float:
@@ -258,7 +131,7 @@ def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> di
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
         _wait_listening(port)
-        return uvloop.run(_measure(url, proc.pid, n, cancels))
+        return uvloop.run(measure_host(url, proc.pid, n, cancels))
     finally:
         proc.terminate()
         proc.wait()
@@ -299,13 +172,9 @@ def main() -> None:
     if args.sdk_child:
         _sdk_server(args.sdk_child)
         return
-    import resource
-
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    port = _free_port()
-    cmd = [sys.executable, "-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", f"127.0.0.1:{port}"]
-    cmd += ["--max-connections", str(args.connections + 100)]
+    raise_fd_limit()
+    port = free_port()
+    cmd = demo_server_argv(port, args.connections)
     result = _run_server(cmd, port, f"ws://127.0.0.1:{port}/acp", args.connections, args.cancels)
     print("acp_fast  " + "  ".join(f"{k}={v:.1f}" for k, v in result.items()), flush=True)
     if args.updates:
@@ -321,16 +190,15 @@ def main() -> None:
                 proc.terminate()
                 proc.wait()
 
-        port = _free_port()
+        port = free_port()
         ours = throughput(
             [sys.executable, "-m", "acp_fast", "demo", "--listen", f"127.0.0.1:{port}"], port, "/acp", False
         )
-        port = _free_port()
-        floor_cmd = [sys.executable, str(Path(__file__).parent / "ws_libraries.py"), "--child", "picows-2k", str(port)]
-        bare = throughput(floor_cmd, port, "/", True)
+        port = free_port()
+        bare = throughput(echo_server_argv(port), port, "/", True)
         rows = {"acp_fast": ours, "floor": bare}
         if args.sdk:
-            port = _free_port()
+            port = free_port()
             rows["sdk-asgi"] = throughput([sys.executable, __file__, "--sdk-child", str(port)], port, "/acp", False)
         for name, (one, hundred) in rows.items():
             print(f"updates/s {name:9s} 1 connection: {one:,.0f}   100 connections: {hundred:,.0f}")
@@ -341,12 +209,11 @@ def main() -> None:
     if args.cancels:
         import uvloop
 
-        port = _free_port()
-        floor_cmd = [sys.executable, str(Path(__file__).parent / "ws_libraries.py"), "--child", "picows-2k", str(port)]
-        proc = subprocess.Popen(floor_cmd, cwd=ROOT)
+        port = free_port()
+        proc = subprocess.Popen(echo_server_argv(port), cwd=ROOT)
         try:
             _wait_listening(port)
-            floor = uvloop.run(_echo_rtt(f"ws://127.0.0.1:{port}/", args.cancels))
+            floor = uvloop.run(echo_rtt(f"ws://127.0.0.1:{port}/", args.cancels))
         finally:
             proc.terminate()
             proc.wait()
@@ -354,7 +221,7 @@ def main() -> None:
         print(f"cancel p50 / echo floor p50 = {result['cancel_p50_us'] / floor['echo_p50_us']:.2f}")
         print(f"cancel p99 / echo floor p99 = {result['cancel_p99_us'] / floor['echo_p99_us']:.2f}")
     if args.sdk:
-        port = _free_port()
+        port = free_port()
         cmd = [sys.executable, __file__, "--sdk-child", str(port)]
         sdk = _run_server(cmd, port, f"ws://127.0.0.1:{port}/acp", args.connections, args.cancels)
         print("sdk-asgi  " + "  ".join(f"{k}={v:.1f}" for k, v in sdk.items()))

@@ -1,14 +1,17 @@
 """Soak: N WebSocket connections, each mid-prompt, all dropped by TCP reset; every reservation must come back.
 
-    python benchmarks/hosting_reset_soak.py [--connections 10000]
+    python benchmarks/hosting_reset_soak.py [--connections 10000] [--detached-timeout 3]
 
 The host runs in this process (uvloop) so its counters can be read directly;
 a client process (picows) opens the connections in batches of 200, each
 ``initialize`` + ``session/new`` + a long streaming prompt (one update every
 5 s, so 10 000 prompts stay cheap), waits for every prompt's first update,
 then resets every socket (SO_LINGER 0) and exits. The host's counters
-(connections, sessions, running prompts) must all return to zero; the
-script prints how long that took and fails otherwise.
+(connections, sessions, running prompts) must all return to zero, with every
+session parked for a reconnect (``detached_sessions`` = N); then, after
+``--detached-timeout`` seconds, every parked session must have expired
+(``detached_sessions`` = 0). The script prints how long each took and fails
+otherwise.
 """
 
 from __future__ import annotations
@@ -87,12 +90,13 @@ async def _client(port: int, n: int) -> None:
         t.disconnect(graceful=False)
 
 
-async def _host(n: int) -> int:
+async def _host(n: int, detached_timeout: float) -> int:
     from acp_fast.demo import DemoAgent
     from acp_fast.hosting import serve_ws
     from acp_fast.wire.limits import Limits
 
-    host = await serve_ws(lambda: DemoAgent(pace_ms=1), "127.0.0.1", 0, limits=Limits(max_connections=n + 100))
+    limits = Limits(max_connections=n + 100, detached_session_timeout_s=detached_timeout)
+    host = await serve_ws(lambda: DemoAgent(pace_ms=1, unique_ids=True), "127.0.0.1", 0, limits=limits)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--client", str(host.port), str(n), stdin=PIPE, stdout=PIPE
     )
@@ -105,20 +109,29 @@ async def _host(n: int) -> int:
     t0 = time.perf_counter()
     for _ in range(6000):  # 60 s at most
         c = host.counts
-        if c["connections"] == c["sessions"] == c["running_prompts"] == 0:
+        if c["connections"] == c["sessions"] == c["running_prompts"] == 0 and c["detached_sessions"] == n:
             break
         await asyncio.sleep(0.01)
     elapsed = time.perf_counter() - t0
     print(f"with every prompt running: {peak}")
     print(f"after the resets: {host.counts} ({elapsed:.2f} s after the client exited)")
+    after_resets = dict(host.counts)
+    for _ in range(int(detached_timeout * 100) + 6000):
+        if host.counts["detached_sessions"] == 0:
+            break
+        await asyncio.sleep(0.01)
+    print(f"after the detached timeout: {host.counts} ({time.perf_counter() - t0:.2f} s after the client exited)")
     await host.drain()
-    ok = host.counts["connections"] == host.counts["sessions"] == host.counts["running_prompts"] == 0
-    return 0 if ok and peak["running_prompts"] == n else 1
+    freed = after_resets["connections"] == after_resets["sessions"] == after_resets["running_prompts"] == 0
+    parked = after_resets["detached_sessions"] == n
+    expired = host.counts["detached_sessions"] == 0 and host.counts["detached_expired"] == n
+    return 0 if freed and parked and expired and peak["running_prompts"] == n else 1
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--detached-timeout", type=float, default=3.0, help="detached_session_timeout_s of the host")
     parser.add_argument("--client", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     import resource
@@ -130,7 +143,7 @@ def main() -> None:
     if args.client:
         uvloop.run(_client(*args.client))
         return
-    raise SystemExit(uvloop.run(_host(args.connections)))
+    raise SystemExit(uvloop.run(_host(args.connections, args.detached_timeout)))
 
 
 if __name__ == "__main__":

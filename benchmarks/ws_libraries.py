@@ -29,10 +29,6 @@ import subprocess
 import sys
 import time
 
-UPDATE = (
-    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"demo-1","update":'
-    b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk %d "},"messageId":"m1"}}}'
-)
 MESSAGE = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"text":"hello"}}}'
 
 
@@ -50,11 +46,6 @@ async def _serve_picows(port: int, read_buffer: int = 16384) -> None:
         def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
             if frame.msg_type == WSMsgType.TEXT:
                 payload = frame.get_payload_as_bytes()
-                if payload.startswith(b"push "):  # the update-throughput floor (hosting_idle.py)
-                    for i in range(int(payload[5:])):
-                        transport.send(WSMsgType.TEXT, UPDATE % i)
-                    transport.send(WSMsgType.TEXT, b'{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}')
-                    return
                 transport.send(WSMsgType.TEXT, payload)
             elif frame.msg_type == WSMsgType.CLOSE:
                 transport.send_close(frame.get_close_code())

@@ -241,6 +241,20 @@ class Agent:
     async def on_session_evicted(self, session_id: str) -> None:
         """Told when idle cleanup removed a session (R16)."""
 
+    # -- hosting: a session outliving its socket ----------------------------------------------
+    def detach_session(self, session_id: str) -> Any:
+        """The session's socket dropped (hosting only, after its prompts ended).
+
+        Return what ``attach_session`` needs to continue it on another instance
+        (each connection has its own); the host keeps it for
+        ``detached_session_timeout_s`` and then drops it. Default: nothing.
+        """
+        return None
+
+    def attach_session(self, session_id: str, state: Any) -> None:
+        """A parked session is being re-attached to this instance's connection, with
+        what ``detach_session`` returned; ``load_session``/``resume_session`` runs next."""
+
     # -- extensions ------------------------------------------------------------------------
     @_unimplemented
     async def ext_method(self, method: str, params: dict[str, Any]) -> Any:

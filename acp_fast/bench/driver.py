@@ -20,6 +20,11 @@ time (spawn to the ``session/new`` answer) next to a bare
 scenario needs is reported ``unsupported`` for it. Speed is reported, never
 asserted: the goals are printed as met, missed or n/a.
 
+``--hosting`` adds ACP over WebSocket (hosting.py): ``acp-fast demo --listen``
+with ``--ws-connections`` connections held (set-up rate, RSS per idle
+connection) and ``--cancels`` cancels, next to a bare picows echo floor; it
+needs the ``server`` extra and is skipped with one line without it.
+
 This module is the command line; the run lives in runner.py, the scenarios
 in scenarios.py, the agent process in process.py, the output in report.py.
 """
@@ -95,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         help="also benchmark this ACP agent command (repeatable; what it must answer: below)",
     )
     p.add_argument("--label", action=_AgentAction, metavar="NAME", help="column name of the --agent before it")
+    p.add_argument(
+        "--hosting", action="store_true", help="also measure ACP over WebSocket (--listen) against a picows echo floor"
+    )
     p.add_argument("--sdk-uvloop", action="store_true", help="run the SDK agent on uvloop instead of asyncio")
     p.add_argument("--pin", action="store_true", help="pin the driver to CPU 0 and agents to CPU 1")
     p.add_argument("--seed", type=int, default=1, help="seed of the cancel-timing jitter")
@@ -124,15 +132,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for line in skipped:
         log(line)
-    if not targets:
+    if not targets and not args.hosting:
         print("acp-fast bench: no target left to benchmark", file=sys.stderr)
         return 2
     opts = Options(sizes, targets, args.pin, args.seed, args.timeout, args.probe_timeout)
     runner = Runner(opts)
     started = time.monotonic()
-    _run_loop(runner.run)
-    seconds = time.monotonic() - started
+    if targets:
+        _run_loop(runner.run)
     names = [t.name for t in targets]
+    if args.hosting:
+        _hosting(runner, sizes)
+        names += [n for n in ("acp_fast", "floor") if n not in names]
+    seconds = time.monotonic() - started
     cheap = {name: sup.cheap_method for name, sup in runner.support.items()}
     report: dict[str, Any] = {"meta": meta(opts, argv, seconds, cheap), "results": runner.results}
     print(
@@ -161,6 +173,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"acp-fast bench: {runner.failures} scenario(s) failed; see FAILED above", file=sys.stderr)
         return 1
     return 0
+
+
+def _hosting(runner: Runner, sizes: Sizes) -> None:
+    """The WebSocket scenario, after the stdio ones (its servers are separate processes)."""
+    from .hosting import SCENARIOS, missing_extra, run_hosting
+
+    why = missing_extra()
+    if why is not None:
+        log(f"hosting: skipped ({why})")
+        for scenario in SCENARIOS:
+            runner.unsupported(scenario, "acp_fast", why)
+        return
+    log(f"hosting: {sizes.ws_connections} WebSocket connections held, {sizes.cancels} cancels, echo floor")
+
+    async def measure() -> None:
+        try:
+            results = await run_hosting(sizes.ws_connections, sizes.cancels)
+        except Exception as exc:  # a server that did not start or a connection that failed: one FAILED row each
+            for scenario in SCENARIOS:
+                runner.failed(scenario, "acp_fast", f"{type(exc).__name__}: {exc}")
+            return
+        for scenario, per in results.items():
+            for target, value in per.items():
+                runner.put(scenario, target, value)
+
+    _run_loop(measure)
 
 
 def _run_loop(fn: Callable[[], Coroutine[Any, Any, None]]) -> None:

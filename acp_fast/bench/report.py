@@ -45,7 +45,13 @@ ROWS: list[tuple[str, str, str, bool, str]] = [
     ("RSS at start (MiB)", "memory", "rss_start_mib", True, "{:,.1f}"),
     ("RSS per open session (KiB)", "memory", "per_session_kib", True, "{:,.2f}"),
     ("RSS per running prompt (KiB)", "memory", "per_prompt_kib", True, "{:,.1f}"),
+    # --hosting: over WebSocket (acp_fast: `demo --listen`; floor: a bare picows echo round trip)
+    ("WS set-up: upgrade+initialize+session/new (/s)", "ws_setup_per_s", "per_s", False, "{:,.0f}"),
+    ("WS RSS per idle connection (KiB)", "ws_idle_rss", "kib_per_conn", True, "{:,.1f}"),
+    ("WS cancel p50 (us; floor: echo)", "ws_cancel", "p50_us", True, "{:,.0f}"),
+    ("WS cancel p99 (us; floor: echo)", "ws_cancel", "p99_us", True, "{:,.0f}"),
 ]
+
 
 
 def _get(results: dict[str, dict[str, Any]], scenario: str, target: str, key: str) -> float | None:
@@ -83,6 +89,8 @@ def table(results: dict[str, dict[str, Any]], names: Sequence[str]) -> str:
     head = ["metric", *names, *(f"{a}/{b}" for a, b in ratios)]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for label, scenario, key, _lower, fmt in ROWS:
+        if scenario not in results:  # a run without --hosting, or --hosting alone
+            continue
         per = results.get(scenario, {})
         cells = [label, *(_cell(per.get(n), key, fmt) for n in names)]
         cells += [_ratio(_get(results, scenario, a, key), _get(results, scenario, b, key)) for a, b in ratios]
@@ -143,6 +151,8 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
     bound("updates/s (1 prompt) >= 0.7x floor", "updates_per_s_1", "per_s", "floor", 0.7, False)
     n = PROMPTS_AT_ONCE
     bound(f"updates/s ({n} prompts) >= 0.7x floor", f"updates_per_s_{n}", "per_s", "floor", 0.7, False)
+    if "ws_cancel" in results:
+        bound("WS cancel p50 <= 2x WS echo floor p50", "ws_cancel", "p50_us", "floor", 2.0, True)
     mine, bare = _get(results, "handshake", "acp_fast", "p50_ms"), _get(results, "handshake", BARE, "p50_ms")
     if mine is not None and bare:
         out.append(Goal("handshake <= 1.3x bare python start", mine / bare <= 1.3, f"{mine / bare:.2f}x"))

@@ -45,6 +45,7 @@ class Sizes:
     sessions: int
     new_sessions: int
     handshakes: int
+    ws_connections: int
 
 
 QUICK = Sizes(
@@ -56,6 +57,7 @@ QUICK = Sizes(
     sessions=200,
     new_sessions=2000,
     handshakes=3,
+    ws_connections=200,
 )
 # new_sessions stays under the 10,000 sessions one acp_fast connection holds by default.
 FULL = Sizes(
@@ -67,6 +69,7 @@ FULL = Sizes(
     sessions=2000,
     new_sessions=8000,
     handshakes=10,
+    ws_connections=2000,
 )
 
 

@@ -21,13 +21,18 @@ from ..wire.limits import Limits
 
 
 class ProcessBudget:
-    """The counts every connection of one process draws from."""
+    """The counts every connection of one process draws from.
 
-    __slots__ = ("limits", "running_prompts", "sessions")
+    ``sessions`` are attached to a live connection, ``detached`` wait for a
+    reconnect (hosting/detached.py); both count against ``max_sessions_total``.
+    """
+
+    __slots__ = ("detached", "limits", "running_prompts", "sessions")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.sessions = 0
+        self.detached = 0
         self.running_prompts = 0
 
 
@@ -41,9 +46,9 @@ class HostedSessionTable(SessionTable):
     def check_capacity(self) -> None:
         super().check_capacity()
         budget = self._budget
-        if budget.sessions >= budget.limits.max_sessions_total:
+        if budget.sessions + budget.detached >= budget.limits.max_sessions_total:
             raise ServerBusy(
-                f"server busy: {budget.sessions} sessions open in this process "
+                f"server busy: {budget.sessions + budget.detached} sessions open or parked in this process "
                 f"(limit {budget.limits.max_sessions_total}); retry later",
                 {"limit": budget.limits.max_sessions_total},
             )
@@ -58,11 +63,6 @@ class HostedSessionTable(SessionTable):
         if session is not None:
             self._budget.sessions -= 1
         return session
-
-    def release_all(self) -> None:
-        """The connection ended: its sessions no longer count."""
-        for session in self:
-            self.remove(session.id)
 
 
 class HostedPool(BackgroundPool):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import hashlib
 import logging
 import os
 import signal
@@ -36,17 +37,19 @@ from typing import Any
 from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener, ws_create_server
 
 from ..agent.base import Agent
-from ..agent.server import AgentServer
 from ..transports.loop import event_loop_factory
 from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
 from ..wire.limits import Limits
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
+from .detached import DetachedSessions, HostedAgentServer
 
 log = logging.getLogger(__name__)
 
 AgentFactory = Callable[[], Agent]
-#: Given the upgrade request's headers (case-insensitive), accept (True) or refuse with 401 (False).
-Authorize = Callable[[Mapping[str, str]], bool]
+#: Given the upgrade request's headers (case-insensitive): refuse with 401 (False), accept
+#: (True), or accept as a named principal (a non-empty string). The principal owns the
+#: connection's sessions: only it may re-attach them after a reconnect (hosting/detached.py).
+Authorize = Callable[[Mapping[str, str]], bool | str]
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 _Route = WSListener | WSUpgradeResponseWithListener | None
@@ -95,6 +98,7 @@ class AcpHost:
         self.authorize = authorize
         self.allowed_origins = frozenset(allowed_origins)
         self.budget = ProcessBudget(self.limits)
+        self.detached = DetachedSessions(self.budget, self.limits.detached_session_timeout_s)
         self.draining = False
         self._peers: dict[WsPeer, asyncio.Task[None]] = {}
         self._server: asyncio.Server | None = None
@@ -152,8 +156,11 @@ class AcpHost:
         origin = headers.get("Origin")
         if origin is not None and origin not in self.allowed_origins:
             return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n")
-        if self.authorize is not None and not self._authorized(headers):
-            return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"})
+        principal: str | None = None
+        if self.authorize is not None:
+            principal = self._principal(headers)
+            if principal is None:
+                return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"})
         if "websocket" not in headers.get("Upgrade", "").lower():
             return self._refuse(
                 HTTPStatus.UPGRADE_REQUIRED,
@@ -165,17 +172,29 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
         connection_id = uuid.uuid4().hex
-        peer = WsPeer(connection_id, self.limits, self._start_peer)
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_peer(p, principal))
         response = WSUpgradeResponse.create_101_response({CONNECTION_ID_HEADER: connection_id})
         return WSUpgradeResponseWithListener(response, peer)
 
-    def _authorized(self, headers: Mapping[str, str]) -> bool:
+    def _principal(self, headers: Mapping[str, str]) -> str | None:
+        """Who the auth hook accepted (None: refused).
+
+        A string from the hook names the principal; ``True`` makes the
+        credential itself the principal (a digest of ``Authorization``), so
+        every holder of one bearer token is one principal.
+        """
         assert self.authorize is not None
         try:
-            return bool(self.authorize(headers))
+            verdict = self.authorize(headers)
         except Exception:
             log.exception("the authorize hook failed; refusing the request")
-            return False
+            return None
+        if isinstance(verdict, str):
+            return f"hook:{verdict}" if verdict else None
+        if not verdict:
+            return None
+        credential = headers.get("Authorization", "").encode()
+        return "authorization:" + hashlib.sha256(credential).hexdigest()
 
     def _refuse(
         self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None
@@ -184,7 +203,7 @@ class AcpHost:
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_peer(self, peer: WsPeer) -> None:
+    def _start_peer(self, peer: WsPeer, principal: str | None) -> None:
         """The upgrade completed: one agent, one AgentServer, one dispatch task for this socket."""
         conn = peer.conn
         assert conn is not None
@@ -192,7 +211,9 @@ class AcpHost:
             agent = self.agent_factory()
             sessions = HostedSessionTable(self.limits.max_sessions, self.budget)
             pool = HostedPool(conn.loop, self.limits.max_background, self.budget)
-            server = AgentServer(agent, conn, sessions=sessions, pool=pool)
+            server = HostedAgentServer(
+                agent, conn, sessions=sessions, pool=pool, detached=self.detached, principal=principal
+            )
         except Exception:
             log.exception("could not create the agent for connection %s", peer.connection_id)
             peer.close(CLOSE_INTERNAL, b"agent could not be created")
@@ -201,15 +222,14 @@ class AcpHost:
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
 
-    async def _serve(self, peer: WsPeer, server: AgentServer) -> None:
+    async def _serve(self, peer: WsPeer, server: HostedAgentServer) -> None:
         try:
             await server.conn.run()
         except Exception:
             log.exception("connection %s failed", peer.connection_id)
         finally:
-            sessions = server.sessions
-            assert isinstance(sessions, HostedSessionTable)
-            sessions.release_all()
+            park = not self.draining and self.limits.detached_session_timeout_s > 0 and server.can_resume
+            server.release_sessions(park)
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -237,6 +257,7 @@ class AcpHost:
         for peer in list(self._peers):
             log.warning("connection %s outlived the drain bound; dropping it", peer.connection_id)
             peer.abort()
+        self.detached.clear()
         drained.set()
         if self._server is not None:
             self._server.close()
@@ -251,11 +272,14 @@ class AcpHost:
         """Live process-wide counts; all but the totals return to zero once every client is gone.
 
         ``reading_paused``: connections whose socket is not being read (backpressure, R26);
-        ``max_buffered_output``: the most output bytes any one connection has queued.
+        ``max_buffered_output``: the most output bytes any one connection has queued;
+        ``detached_sessions``: sessions whose socket dropped, parked for a reconnect.
         """
         return {
             "connections": len(self._peers),
             "sessions": self.budget.sessions,
+            "detached_sessions": self.budget.detached,
+            "detached_expired": self.detached.expired,
             "running_prompts": self.budget.running_prompts,
             "accepted": self.accepted,
             "binary_frames": self.binary_frames + sum(p.binary_frames for p in self._peers),

@@ -90,6 +90,11 @@ MAX_CONNECTIONS = 10_000
 #: connection keeps its own ``max_sessions`` bound as well.
 MAX_SESSIONS_TOTAL = 100_000
 
+#: Seconds a hosted session outlives its dropped socket, so ``session/load``
+#: (or ``session/resume``) on a new connection can re-attach it. Parked
+#: sessions count against ``max_sessions_total``; 0 ends them with the socket.
+DETACHED_SESSION_TIMEOUT_S = 60.0
+
 #: Prompts running at once across every connection of the process (R28); the
 #: next is refused with -32000, like the 33rd of one connection (R08).
 MAX_RUNNING_PROMPTS = 10_000
@@ -141,6 +146,7 @@ class Limits:
     idle_session_timeout_s: float = IDLE_SESSION_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     max_sessions_total: int = MAX_SESSIONS_TOTAL
+    detached_session_timeout_s: float = DETACHED_SESSION_TIMEOUT_S
     max_running_prompts: int = MAX_RUNNING_PROMPTS
     max_buffered_output_bytes: int = MAX_BUFFERED_OUTPUT_BYTES
     ws_read_buffer_bytes: int = WS_READ_BUFFER_BYTES
@@ -167,6 +173,7 @@ _ZERO_OK = frozenset(
         "abort_join_s",
         "flush_timeout_s",
         "idle_session_timeout_s",
+        "detached_session_timeout_s",
         "write_low_water",
         "drain_flush_s",
     }

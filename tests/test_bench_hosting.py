@@ -1,0 +1,47 @@
+"""``acp-fast bench --hosting``: the WebSocket scenario runs end to end, and is skipped with one line without picows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fast.bench import driver, hosting
+
+
+@pytest.mark.slow
+def test_hosting_scenario_measures_acp_fast_and_the_echo_floor(tmp_path: Path) -> None:
+    pytest.importorskip("picows")
+    out = tmp_path / "bench.json"
+    argv = ["--targets", "", "--hosting", "--ws-connections", "20", "--cancels", "3", "--json", str(out), "--no-plot"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "bench", *argv], capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert results["ws_setup_per_s"]["acp_fast"]["n"] == 20
+    assert results["ws_setup_per_s"]["acp_fast"]["per_s"] > 0
+    assert results["ws_idle_rss"]["acp_fast"]["n"] == 20
+    for target in ("acp_fast", "floor"):
+        value = results["ws_cancel"][target]
+        assert value["correct"] is True and value["p50_us"] > 0, (target, value)
+    assert "| WS cancel p50 (us; floor: echo) |" in proc.stdout
+    assert "| cancel idle p50 (us) |" not in proc.stdout  # no stdio target ran, so no stdio rows
+    assert "WS cancel p50 <= 2x WS echo floor p50" in proc.stdout
+
+
+def test_hosting_without_the_server_extra_is_one_unsupported_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reason = "needs the server extra (pip install 'acp-fast[server]'): picows is not installed"
+    monkeypatch.setattr(hosting, "missing_extra", lambda: reason)
+    out = tmp_path / "bench.json"
+    assert driver.main(["--targets", "", "--hosting", "--json", str(out), "--no-plot"]) == 0
+    results = json.loads(out.read_text())["results"]
+    for scenario in hosting.SCENARIOS:
+        assert results[scenario]["acp_fast"] == {"unsupported": reason}
+    captured = capsys.readouterr()
+    assert f"hosting: skipped ({reason})" in captured.err
