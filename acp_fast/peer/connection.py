@@ -147,7 +147,10 @@ class _BadLine:
     __slots__ = ("error", "id")
 
     def __init__(self, error: AcpError, id: JsonId) -> None:
-        self.error = error
+        # Only the message and code are answered. The traceback would hold the
+        # frame that caught the error, and that frame this item: a reference
+        # cycle per bad line, left for the cyclic collector.
+        self.error = error.with_traceback(None)
         self.id = id
 
 
