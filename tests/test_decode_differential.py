@@ -41,18 +41,28 @@ values = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
     max_leaves=6,
 )
-members = st.dictionaries(
-    st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "other"]), values, max_size=6
+ids = st.one_of(st.sampled_from([1, "a", 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, None, True, 1.0]), values)
+envelopes = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.one_of(st.just("2.0"), values),
+        "id": ids,
+        "method": st.one_of(st.sampled_from(["session/set_mode", "m"]), values),
+        "params": values,
+        "result": values,
+        "error": values,
+        "other": values,
+    },
 )
 messages = st.one_of(
-    members.map(lambda m: {"jsonrpc": "2.0", **m}),  # mostly valid envelopes: the fast path's decisions
-    members,
+    envelopes.map(lambda m: {"jsonrpc": "2.0", "method": "m", **m}),  # the fast path's decisions
+    envelopes,
     values,
 )
 
 
 def _dumps(value: Any) -> bytes:
-    """JSON text for ``value``; integers past 64 bits (orjson refuses them) as not JSON."""
+    """JSON text for ``value``; a value orjson refuses (an integer past 64 bits) as Python text."""
     try:
         return orjson.dumps(value)
     except TypeError:
