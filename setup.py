@@ -1,8 +1,9 @@
-"""Build the one C extension (acp_fast.wire._framing); everything else is pure Python.
+"""Build the C extensions (acp_fast.wire._framing, acp_fast.wire._decode); the rest is pure Python.
 
-The extension is optional: without Cython, or when compiling or linking fails
+The extensions are optional: without Cython, or when compiling or linking fails
 (no compiler, ``CC=false``), the build warns and the package installs on the
-pure-Python framer (``acp_fast.wire.framing.IMPLEMENTATION == "python"``).
+pure-Python twins (``acp_fast.wire.framing.IMPLEMENTATION == "python"``,
+``acp_fast.wire.jsonrpc.DECODE_IMPLEMENTATION == "python"``).
 Release builds are stripped (``-g0``, ``-s``): debug info is most of the
 shared object's size and no user of a wheel has the sources it points at.
 
@@ -24,10 +25,10 @@ REQUIRE = os.environ.get("ACP_FAST_REQUIRE_EXTENSION") == "1"
 
 def _skip(reason: str) -> None:
     if REQUIRE:
-        raise SystemExit(f"acp_fast: the Cython framer did not build ({reason}) and ACP_FAST_REQUIRE_EXTENSION=1")
+        raise SystemExit(f"acp_fast: the Cython extensions did not build ({reason}) and ACP_FAST_REQUIRE_EXTENSION=1")
     sys.stderr.write(
-        f"WARNING: acp_fast: the Cython framer was not built ({reason}); "
-        "installing with the pure-Python framer (correct, slower).\n"
+        f"WARNING: acp_fast: the Cython extensions were not built ({reason}); "
+        "installing with the pure-Python twins (correct, slower).\n"
     )
 
 
@@ -80,7 +81,13 @@ setup(
             ["acp_fast/wire/_framing.pyx"],
             extra_compile_args=cflags,
             extra_link_args=ldflags,
-        )
+        ),
+        Extension(
+            "acp_fast.wire._decode",
+            ["acp_fast/wire/_decode.pyx"],
+            extra_compile_args=cflags,
+            extra_link_args=ldflags,
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

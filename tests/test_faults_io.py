@@ -183,7 +183,8 @@ from tests.test_faults import FaultAgent
 policy = type(asyncio.get_event_loop_policy())
 status = run_agent(FaultAgent(), Limits(shutdown_grace_s=0.2, abort_join_s=0.2))
 kept = type(asyncio.get_event_loop_policy()) is policy
-print(f"MARK returned {status} frozen={gc.get_freeze_count()} policy_kept={kept}", file=sys.stderr, flush=True)
+frozen, young = gc.get_freeze_count(), gc.get_threshold()[0]
+print(f"MARK returned {status} frozen={frozen} young={young} policy_kept={kept}", file=sys.stderr, flush=True)
 """
 
 
@@ -198,8 +199,9 @@ def test_r14_run_agent_as_a_library_returns_a_status_and_leaves_the_process_alon
         assert resp["result"] == {"stopReason": "cancelled"}, resp
         assert agent.wait() == 0  # the script ended normally: no os._exit inside run_agent
         err = agent.stderr
-        # 1 = a task had to be abandoned; no gc.freeze and no event-loop policy unless asked for.
-        assert "MARK returned 1 frozen=0 policy_kept=True" in err, err[-3000:]
+        # 1 = a task had to be abandoned; no gc.freeze, no gc threshold and no event-loop
+        # policy unless asked for.
+        assert "MARK returned 1 frozen=0 young=700 policy_kept=True" in err, err[-3000:]
         assert "was destroyed but it is pending" not in err, err[-3000:]
 
 

@@ -379,12 +379,15 @@ class AgentServer:
             if session_id not in self.sessions or self.conn.state.value != "open":
                 continue
             try:
-                task = self.conn.spawn(self.agent.on_session_start(session_id), name=f"acp.session_start:{session_id}")
+                self.conn.spawn(
+                    self.agent.on_session_start(session_id),
+                    name=f"acp.session_start:{session_id}",
+                    on_done=self._session_started,
+                )
             except ServerBusy as exc:  # other spawned work fills the limit; the rest still start
                 log.warning("on_session_start(%r) not run: %s", session_id, exc.message)
                 continue
             self._starts_running += 1
-            task.add_done_callback(self._session_started)
 
     def _session_started(self, _task: asyncio.Task[Any]) -> None:
         self._starts_running -= 1

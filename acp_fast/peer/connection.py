@@ -100,8 +100,14 @@ class IncomingRequest:
             log.error("the result of %s (id %r) cannot be encoded as JSON", self.method, self.id, exc_info=exc)
             self.respond_error(_unencodable(self.method, "result", exc))
             return
-        if self._settle():
-            self._conn.writer.write(data)
+        # _settle, inline: this runs once per answered request.
+        if self.answered:
+            log.warning("second answer to request %r (%s) dropped", self.id, self.method)
+            return
+        self.answered = True
+        conn = self._conn
+        conn._incoming.pop(self.id, None)
+        conn.writer.write(data)
 
     def respond_error(self, exc: BaseException) -> None:
         error = from_exception(exc)
@@ -141,7 +147,10 @@ class _BadLine:
     __slots__ = ("error", "id")
 
     def __init__(self, error: AcpError, id: JsonId) -> None:
-        self.error = error
+        # Only the message and code are answered. The traceback would hold the
+        # frame that caught the error, and that frame this item: a reference
+        # cycle per bad line, left for the cyclic collector.
+        self.error = error.with_traceback(None)
         self.id = id
 
 
@@ -185,6 +194,7 @@ class Connection:
         self.cancel_abandoned_requests = True
         self._shutdown_hooks: list[ShutdownHook] = []
         self._inbox: deque[_Item] = deque()
+        self._max_inbox = self.limits.max_inbox  # Limits is frozen; read once per line
         self._wakeup: asyncio.Future[None] | None = None
         self._reader: ReadProtocol | None = None
         self._reader_paused = False
@@ -192,7 +202,8 @@ class Connection:
         self._incoming: dict[str | int, IncomingRequest] = {}
         self._pending: dict[int, PendingRequest] = {}
         self._next_id = 0
-        self._spawned: set[asyncio.Task[Any]] = set()
+        # Each spawned task, with the callback to run when it ends (spawn's on_done).
+        self._spawned: dict[asyncio.Task[Any], Callable[[asyncio.Task[Any]], None] | None] = {}
         self._loop_task: asyncio.Task[Any] | None = None
         # The dispatch task's own context: every handler runs in it, inline or not.
         self._context = contextvars.copy_context()
@@ -237,12 +248,18 @@ class Connection:
             item = _BadLine(exc, exc.id)
         except AcpError as exc:  # ParseError
             item = _BadLine(exc, None)
-        if self._idle and not self._inbox and type(item) is Notification:
+        inbox = self._inbox
+        if self._idle and not inbox and type(item) is Notification:
             handler = self._sync_notifications.get(item.method)
             if handler is not None:
                 self._run_sync_notification(handler, item)
                 return
-        self._push(item)
+        # _push, inline: this runs once per incoming line.
+        inbox.append(item)
+        if len(inbox) >= self._max_inbox and not self._reader_paused:
+            self._pause_reader()
+        if not (self._idle and self.inline_dispatch):
+            self._wake()  # else feed_end, later in this same read callback, dispatches it
 
     def feed_end(self) -> None:
         """A read chunk is fully framed: dispatch it inline if the loop is parked, then flush."""
@@ -315,13 +332,18 @@ class Connection:
         self.writer.wake()  # a dispatch held for output stops holding (_hold_for_output)
 
     def _push(self, item: _Item) -> None:
+        """Queue an item (feed_line does the same inline for each decoded line)."""
         self._inbox.append(item)
-        if len(self._inbox) >= self.limits.max_inbox and not self._reader_paused:
-            self._reader_paused = True
-            if self._reader is not None:
-                self._reader.pause_reading()
+        if len(self._inbox) >= self._max_inbox and not self._reader_paused:
+            self._pause_reader()
         if not (self._idle and self.inline_dispatch):
             self._wake()  # else feed_end, later in this same read callback, dispatches it
+
+    def _pause_reader(self) -> None:
+        """The inbox is full: no more lines until the dispatch loop took half of them."""
+        self._reader_paused = True
+        if self._reader is not None:
+            self._reader.pause_reading()
 
     def _wake(self) -> None:
         w = self._wakeup
@@ -443,12 +465,13 @@ class Connection:
             await writer.wait_flow()
 
     async def _dispatch_request(self, req: Request) -> None:
-        if req.id in self._incoming:
-            err = InvalidRequest(f"Invalid request: id {req.id!r} is already in flight")
-            self.writer.write(jsonrpc.encode_error(req.id, err))
+        rid = req.id
+        in_flight = self._incoming
+        if rid in in_flight:
+            err = InvalidRequest(f"Invalid request: id {rid!r} is already in flight")
+            self.writer.write(jsonrpc.encode_error(rid, err))
             return
-        incoming = IncomingRequest(self, req.id, req.method, req.params)
-        self._incoming[req.id] = incoming
+        incoming = in_flight[rid] = IncomingRequest(self, rid, req.method, req.params)
         for name, handler in self._request_handlers:
             self._current_handler = name
             try:
@@ -577,22 +600,35 @@ class Connection:
         if writer.must_wait:
             await writer.drain()
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
-        """Run work off the dispatch loop; owned, logged on failure, joined on shutdown."""
+    def spawn(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        name: str | None = None,
+        on_done: Callable[[asyncio.Task[Any]], None] | None = None,
+    ) -> asyncio.Task[Any]:
+        """Run work off the dispatch loop; owned, logged on failure, joined on shutdown.
+
+        ``on_done(task)`` runs when it ends, after the failure is logged. It is
+        the connection's own done callback that calls it: each done callback
+        costs a loop turn's handle, and a session start per session/new
+        made the second one about a tenth of that request.
+        """
         if len(self._spawned) >= self.limits.max_spawned:
             coro.close()
             raise ServerBusy(
                 f"{len(self._spawned)} spawned tasks are running (limit {self.limits.max_spawned})"
             )
         task = self.loop.create_task(coro, name=name or f"{self.name}.spawn")
-        self._spawned.add(task)
+        self._spawned[task] = on_done
         task.add_done_callback(self._spawned_done)
         return task
 
     def _spawned_done(self, task: asyncio.Task[Any]) -> None:
-        self._spawned.discard(task)
+        on_done = self._spawned.pop(task, None)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("spawned task %s failed", task.get_name(), exc_info=exc)
+        if on_done is not None:
+            on_done(task)
 
     # -- shutdown -----------------------------------------------------------------------
     def _set_state(self, new: State) -> None:

@@ -39,6 +39,10 @@ class Writer:
         self._buf = bytearray()
         self._flush_scheduled = False
         self._paused = False
+        #: Whether the transport holds more than the high-water mark and asked us to stop
+        #: (never once output failed). A plain attribute, not a property: the dispatch
+        #: loop reads it before every message.
+        self.paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._lost: asyncio.Future[None] | None = None
@@ -52,9 +56,11 @@ class Writer:
     # -- called by the write protocol ----------------------------------------
     def pause_writing(self) -> None:
         self._paused = True
+        self.paused = self.failed is None
 
     def resume_writing(self) -> None:
         self._paused = False
+        self.paused = False
         self._wake_drainers()
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -62,6 +68,7 @@ class Writer:
             self._lost.set_result(None)
         if self.failed is None and not self._closed:
             self.failed = exc or ConnectionResetError("stdout closed")
+            self.paused = False
             self._buf = bytearray()
             self._wake_drainers()
             if self.on_failure is not None:
@@ -93,11 +100,6 @@ class Writer:
     def must_wait(self) -> bool:
         """Whether a producer should ``await drain()`` now (checked inline on the hot path)."""
         return (self._paused or self.buffered > self._high) and self.failed is None
-
-    @property
-    def paused(self) -> bool:
-        """Whether the transport holds more than the high-water mark and asked us to stop."""
-        return self._paused and self.failed is None
 
     async def drain(self) -> None:
         """Wait while output is above the high-water mark (R26).

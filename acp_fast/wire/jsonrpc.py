@@ -11,7 +11,9 @@ Batches (JSON arrays) are not part of ACP v1; they are refused with one
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeAlias
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import orjson
 
@@ -156,8 +158,8 @@ def _classify_slow(obj: Any) -> Message:
     raise InvalidMessage('Invalid request: no "method", "result" or "error"', rid)
 
 
-def decode(line: bytes | bytearray | memoryview | str) -> Message:
-    """Parse and classify one framed line.
+def decode_py(line: bytes | bytearray | memoryview | str) -> Message:
+    """Parse and classify one framed line; the specification of the compiled ``decode``.
 
     Runs for every incoming message, so the fast path of ``classify`` is
     repeated here rather than called.
@@ -177,6 +179,24 @@ def decode(line: bytes | bytearray | memoryview | str) -> Message:
                 if type(rid) is str or (type(rid) is int and _INT64_MIN <= rid <= _INT64_MAX):
                     return Request(rid, method, params)
     return _classify_slow(obj)
+
+
+#: ``decode``: the compiled one (wire/_decode.pyx), whose Request and Notification
+#: then replace the classes above for the whole process, unless ACP_FAST_NO_EXTENSIONS=1
+#: or it is not built. ``DECODE_IMPLEMENTATION`` says which ("c" or "python"). Same
+#: results, same errors: tests/test_decode_differential.py holds them to it.
+decode: Callable[[bytes | bytearray | memoryview | str], Message] = decode_py
+DECODE_IMPLEMENTATION = "python"
+if not TYPE_CHECKING and os.environ.get("ACP_FAST_NO_EXTENSIONS") != "1":
+    try:
+        from . import _decode
+    except ImportError:
+        pass
+    else:
+        _decode.bind(_LOADS, orjson.JSONDecodeError, ParseError, _classify_slow)
+        Request, Notification = _decode.Request, _decode.Notification
+        Message = Request | Notification | Response
+        decode, DECODE_IMPLEMENTATION = _decode.decode, "c"
 
 
 def _kind(obj: Any) -> str:
@@ -275,6 +295,7 @@ def _id_value(rest: bytes) -> JsonId:
 
 
 __all__ = [
+    "DECODE_IMPLEMENTATION",
     "InvalidMessage",
     "JsonId",
     "Message",
@@ -283,6 +304,7 @@ __all__ = [
     "Response",
     "classify",
     "decode",
+    "decode_py",
     "encode_error",
     "encode_notification",
     "encode_request",

@@ -1,0 +1,23 @@
+"""Types of the compiled decoder; behaviour is specified by ``acp_fast.wire.jsonrpc`` (decode_py)."""
+
+from collections.abc import Callable
+from typing import Any
+
+class Request:
+    id: str | int
+    method: str
+    params: Any
+    def __init__(self, id: str | int, method: str, params: Any) -> None: ...
+
+class Notification:
+    method: str
+    params: Any
+    def __init__(self, method: str, params: Any) -> None: ...
+
+def bind(
+    loads: Callable[[Any], Any],
+    decode_error: type[Exception],
+    parse_error: type[Exception],
+    slow: Callable[[Any], Any],
+) -> None: ...
+def decode(line: bytes | bytearray | memoryview | str) -> Any: ...

@@ -1,0 +1,81 @@
+"""Per-request CPU of the inline path, in process: µs per pipelined request, optionally profiled.
+
+    python benchmarks/per_request.py [--method set_mode|new] [--n 100000] [--chunk 256] [--profile]
+
+Feeds ``n`` pipelined requests, ``chunk`` lines per read, through the product
+read path (ReadProtocol -> LineFramer -> Connection -> AgentServer with the
+demo agent -> Writer) into an in-memory sink on uvloop, and prints the
+median (and min) CPU µs per request over five runs. Issue 15's end-to-end numbers come from
+``acp-fast bench``; this isolates the connection layer from the pipes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_dispatch import _close, _lines, _request, _setup
+
+
+def _chunks(method: str, n: int, chunk: int, session: str, first_id: int) -> list[bytes]:
+    if method == "set_mode":
+        params = {"sessionId": session, "modeId": "code"}
+        name = "session/set_mode"
+    else:
+        params = {"cwd": "/tmp", "mcpServers": []}
+        name = "session/new"
+    return [
+        _lines([_request(first_id + i + j, name, params) for j in range(min(chunk, n - i))])
+        for i in range(0, n, chunk)
+    ]
+
+
+def run(method: str, n: int, chunk: int, profile: bool) -> float:
+    w, ids = _setup("uvloop", "acp_fast", 1)
+    chunks = _chunks(method, n, chunk, ids[0], 1000)
+    sizes = [c.count(b"\n") for c in chunks]
+    prof = cProfile.Profile() if profile else None
+    t0 = time.process_time()  # CPU time: the shared machine makes wall time noisy
+    if prof is not None:
+        prof.enable()
+    for c, k in zip(chunks, sizes, strict=True):
+        got = w.round(c, k)
+        assert len(got) == k and b'"result"' in got[-1], got[-1]
+    if prof is not None:
+        prof.disable()
+    elapsed = time.process_time() - t0
+    _close(w)
+    if prof is not None:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    return elapsed / n * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--method", choices=["set_mode", "new"], default="set_mode")
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--chunk", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    if a.method == "new":
+        a.n = min(a.n, 9000)  # one connection holds at most Limits.max_sessions (10,000)
+    if a.profile:
+        run(a.method, a.n, a.chunk, True)
+        return
+    us = [run(a.method, a.n, a.chunk, False) for _ in range(a.runs)]
+    runs = ", ".join(f"{u:.3f}" for u in us)
+    print(f"{a.method}: median {statistics.median(us):.3f}, min {min(us):.3f} us CPU/request (runs {runs})")
+    print(orjson.dumps({"method": a.method, "median_us": statistics.median(us), "runs": us}).decode())
+
+
+if __name__ == "__main__":
+    main()
