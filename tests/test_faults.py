@@ -63,9 +63,26 @@ class FaultAgent(Agent):
             except asyncio.CancelledError:
                 _mark(f"swallowed-cancel {session_id}")
 
+    def _mark_first_wait(self, writer: Any) -> None:
+        """Mark when an update first waits for the pipe: with one producer the update that crosses the
+        high-water mark is also the one that waits, so a check before each send alone can miss it."""
+        if getattr(self, "_wait_marked", False):
+            return
+        self._wait_marked = True
+        drain = writer.drain
+
+        async def marking_drain() -> None:
+            if writer.must_wait and getattr(self, "_wait_marked", False) is not None:
+                self._wait_marked = None
+                _mark("paused at drain")
+            await drain()
+
+        writer.drain = marking_drain
+
     async def _seq(self, session_id: str, n: int, pad: int, delay_s: float) -> None:
         writer = self.client._conn.writer
         high = self.client._conn.limits.write_high_water
+        self._mark_first_wait(writer)
         max_after = 0
         paused_marked = False
         try:

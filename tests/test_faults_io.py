@@ -181,10 +181,17 @@ from acp_fast.wire.limits import Limits
 from tests.test_faults import FaultAgent
 
 policy = type(asyncio.get_event_loop_policy())
+frozen = gc.get_freeze_count()  # not 0 on every Python: 3.12 starts with objects frozen
 status = run_agent(FaultAgent(), Limits(shutdown_grace_s=0.2, abort_join_s=0.2))
 kept = type(asyncio.get_event_loop_policy()) is policy
-frozen, young = gc.get_freeze_count(), gc.get_threshold()[0]
-print(f"MARK returned {status} frozen={frozen} young={young} policy_kept={kept}", file=sys.stderr, flush=True)
+young = gc.get_threshold()[0]
+print(
+    f"MARK returned {status} frozen={gc.get_freeze_count() - frozen} young={young} policy_kept={kept}",
+    file=sys.stderr,
+    flush=True,
+)
+gc.collect()  # the abandoned task goes now, its coroutine closed outside any loop
+print("MARK collected", file=sys.stderr, flush=True)
 """
 
 
@@ -203,6 +210,8 @@ def test_r14_run_agent_as_a_library_returns_a_status_and_leaves_the_process_alon
         # policy unless asked for.
         assert "MARK returned 1 frozen=0 young=700 policy_kept=True" in err, err[-3000:]
         assert "was destroyed but it is pending" not in err, err[-3000:]
+        # Closing the abandoned coroutine is not the job failing, whatever its finally blocks raise.
+        assert "MARK collected" in err and " failed" not in err, err[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -351,20 +351,58 @@ def test_r26_a_client_sending_without_reading_is_paused_not_closed(run: Any) -> 
 
     async def body(host: AcpHost) -> None:
         c = await WsClient.open(_url(host))
-        await c.initialize()
-        c.ws.transport.pause_reading()
-        for _ in range(2500):  # 2500 x 8 KiB answers: far past the loopback socket buffers plus the cap
-            await c.request_nowait("_medium", {})
-            await asyncio.sleep(0)  # requests trickle in, as from a live client
-            assert host.counts["connections"] == 1, "closed instead of paused"
-        counts = host.counts
-        assert counts["connections"] == 1 and counts["reading_paused"] == 1, counts
-        assert counts["max_buffered_output"] < 1024 * 1024, counts  # held, not growing to the cap
-        c.ws.transport.abort()
+        try:
+            await c.initialize()
+            c.ws.transport.pause_reading()
+            for _ in range(2500):  # 2500 x 8 KiB answers: far past the loopback socket buffers plus the cap
+                await c.request_nowait("_medium", {})
+                await asyncio.sleep(0)  # requests trickle in, as from a live client
+                assert host.counts["connections"] == 1, "closed instead of paused"
+            counts = host.counts
+            assert counts["connections"] == 1 and counts["reading_paused"] == 1, counts
+            assert counts["max_buffered_output"] < 1024 * 1024, counts  # held, not growing to the cap
+        finally:
+            c.ws.transport.abort()  # also on failure: no socket left for a later test to collect
         await _wait_counts_zero(host)
 
     limits = Limits(max_buffered_output_bytes=1024 * 1024, drain_flush_s=1.0)
     run(_with_host(body, factory=MediumAnswers, limits=limits))
+
+
+class SizedAnswers(DemoAgent):
+    """Answers ``_sized`` with ``{"data": "y" * n}``."""
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"data": "y" * int(params["n"])}
+
+
+def test_r26_frames_queued_behind_a_slow_reader_arrive_intact(run: Any) -> None:
+    """Large and small answers alternate while the client does not read, so frames queue in the transport;
+    once it reads, each arrives whole. (picows frames a large payload with a view of a reused header
+    buffer that uvloop and 3.12+ asyncio keep as is while the socket is backed up.)"""
+    sizes = [12_000 + (i * 7919) % 50_000 if i % 2 == 0 else 100 + (i * 37) % 8000 for i in range(600)]
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(_url(host))
+        try:
+            await c.initialize()
+            c.ws.transport.pause_reading()
+            ids = [await c.request_nowait("_sized", {"n": n}) for n in sizes]
+            for _ in range(100_000):  # until the server holds its input: its output is queued
+                if host.counts["reading_paused"] == 1:
+                    break
+                await asyncio.sleep(0)
+            assert host.counts["reading_paused"] == 1, host.counts
+            c.ws.transport.resume_reading()
+            await c.wait_for(lambda: all(c.find(i) for i in ids))
+            got = [len(c.find(i)["result"]["data"]) for i in ids]  # type: ignore[index]
+            assert got == sizes
+            assert c.non_json == [] and c.close_exc is None
+        finally:
+            c.ws.transport.abort()
+        await _wait_counts_zero(host)
+
+    run(_with_host(body, factory=SizedAnswers, limits=Limits(max_buffered_output_bytes=64 * 1024 * 1024)))
 
 
 # -- R29: drain -----------------------------------------------------------------------------------------------

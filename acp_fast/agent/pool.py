@@ -41,7 +41,7 @@ _UNSET: Any = object()
 class Job:
     """One admitted background request and what it holds."""
 
-    __slots__ = ("aborted", "pool", "released", "request", "session", "started", "task", "token")
+    __slots__ = ("abandoned", "aborted", "pool", "released", "request", "session", "started", "task", "token")
 
     def __init__(self, pool: BackgroundPool, request: IncomingRequest, session: Session | None) -> None:
         self.pool = pool
@@ -52,6 +52,7 @@ class Job:
         self.started = False
         self.released = False
         self.aborted = False
+        self.abandoned = False
 
     @property
     def is_prompt(self) -> bool:
@@ -155,10 +156,13 @@ class BackgroundPool:
             self._release(job)
             return
         except Exception as exc:
+            if job.abandoned:  # its coroutine is being closed, outside any loop: not a failure of the job
+                log.debug("%s raised while closed after it was abandoned: %r", job, exc)
+                return
             log.error("%s failed", job, exc_info=exc)
             self._release(job, error=exc)
             return
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # neither Exception nor cancellation: still one answer (R24)
             log.error("%s failed", job, exc_info=exc)
@@ -210,5 +214,8 @@ class BackgroundPool:
                 job.task.cancel("abort")
                 self._release(job)
         _, stuck = await asyncio.wait(alive, timeout=abort_join_s)
-        for task in stuck:
-            log.error("task %s did not stop after abort; abandoning it", task.get_name())
+        for job in jobs:
+            task = job.task
+            if task is not None and task in stuck:
+                job.abandoned = True
+                log.error("task %s did not stop after abort; abandoning it", task.get_name())

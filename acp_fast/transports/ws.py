@@ -46,6 +46,11 @@ CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
 _BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
 
+#: Above this payload size picows's ``send`` hands the transport ``writelines([header, payload])``
+#: with the header as a view of its own reused buffer; see ``FrameWriteTransport.write``.
+_PICOWS_COPY_LIMIT = 8192
+_HEADER_ROOM = 14  # the largest frame header, written in front of the payload
+
 
 def _reply_code(received: WSCloseCode) -> WSCloseCode:
     """The status to answer a client's close with: its own, unless it sent none (or one never sent on the wire)."""
@@ -70,19 +75,34 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self.close_reason = b""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Send each line as one text frame.
+
+        A payload over picows's copy limit is framed in a buffer of our own
+        (``send_reuse_external_bytearray``) rather than with ``send``: ``send``
+        passes such a frame to ``writelines`` with its header as a view of a
+        buffer picows reuses for the next frame, and uvloop and the selector
+        transport of Python 3.12+ keep that view, not a copy, while the socket
+        is backed up, so a client that reads slowly would receive corrupt
+        headers. That ``writelines`` (3.12.0-3.12.8, 3.13.0-3.13.1) also never
+        pauses the protocol at the high-water mark, which R26 relies on.
+        """
         if self._closing:
             return
         view = memoryview(data)
         raw = bytes(view) if type(data) is memoryview else data
-        send = self._ws.send
+        ws = self._ws
         text = WSMsgType.TEXT
         start, n = 0, len(view)
         while start < n:
             end = raw.find(b"\n", start)  # orjson escapes newlines inside strings: each is a message end
             if end < 0:
                 end = n
-            if end > start:
-                send(text, view[start:end])
+            if end - start > _PICOWS_COPY_LIMIT:
+                frame = bytearray(_HEADER_ROOM)
+                frame += view[start:end]
+                ws.send_reuse_external_bytearray(text, frame, _HEADER_ROOM)
+            elif end > start:
+                ws.send(text, view[start:end])
             start = end + 1
         if self._tcp.get_write_buffer_size() > self._max_buffered:
             log.warning(
