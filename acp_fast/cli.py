@@ -54,6 +54,7 @@ _HELP = {
     "ping_interval_s": "--listen: ping a connection idle this long",
     "ping_timeout_s": "--listen: close a connection whose ping is unanswered this long",
     "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
+    "max_request_head_bytes": "--listen: longest HTTP request head; longer ones get 431",
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
 }
 
@@ -110,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     net.add_argument(
         "--listen",
         metavar="HOST:PORT|unix:PATH",
-        help="serve many connections over WebSocket at /acp instead of one over stdio",
+        help="serve many connections at /acp (WebSocket and Streamable HTTP), on a TCP port or a unix socket, "
+        "instead of one over stdio",
     )
     net.add_argument(
         "--workers",
@@ -225,8 +227,6 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         authorize = bearer_token(token)
     try:
         address = ListenAddress.parse(args.listen)
-        if address.unix_path is not None:
-            raise ValueError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
     def serve(reuse_port: bool = False) -> None:

@@ -13,7 +13,7 @@ INSTANCE = DemoAgent()  # an instance, not a class: --listen needs one agent per
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["demo", "--listen", "unix:/tmp/acp-test.sock"], "unix sockets are not served yet"),
+        (["demo", "--listen", "unix:"], "unix: needs a path"),
         (["demo", "--listen", "localhost"], "expected HOST:PORT or unix:PATH"),
         (["demo", "--listen", "127.0.0.1:0", "--workers", "2"], "--workers needs an explicit port"),
         (["serve", "tests.test_hosting_cli:INSTANCE", "--listen", "127.0.0.1:0"], "needs a class"),

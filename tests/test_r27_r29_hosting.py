@@ -472,14 +472,6 @@ def test_many_connections_dropped_mid_prompt_free_every_reservation(run: Any) ->
     run(_with_host(body))
 
 
-def test_unix_listen_address_is_refused_clearly(run: Any, tmp_path: Any) -> None:
-    async def main() -> None:
-        with pytest.raises(NotImplementedError, match="unix sockets"):
-            await serve_ws(DemoAgent, unix_path=str(tmp_path / "acp.sock"))
-
-    run(main())
-
-
 def test_unanswered_ping_closes_the_connection(run: Any) -> None:
     """A client that completes the upgrade, then never answers a ping, is disconnected."""
 

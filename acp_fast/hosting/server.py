@@ -1,7 +1,9 @@
 """Many ACP connections in one process over WebSocket, on one ``/acp`` endpoint (R27-R29).
 
-One ``AcpHost`` listens on TCP (unix sockets are not served yet: picows
-sets TCP options on every accepted socket). ``GET /acp`` with
+One ``AcpHost`` listens on TCP or a unix socket; every accepted socket starts
+with the front (hosting/front.py), which reads the request head and gives the
+socket to picows (a WebSocket upgrade) or to the HTTP/1.1 channel (health
+probes, everything else). ``GET /acp`` with
 ``Upgrade: websocket`` becomes one ACP connection: its own agent instance
 (from the factory), Connection, control lane, 32-slot pool and session table,
 exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
@@ -32,9 +34,9 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
 
-from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener, ws_create_server
+import h11
+from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
 from ..agent.base import Agent
 from ..transports.loop import event_loop_factory
@@ -42,6 +44,8 @@ from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
 from ..wire.limits import Limits
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
+from .front import Front
+from .http import HttpChannel
 
 log = logging.getLogger(__name__)
 
@@ -110,26 +114,52 @@ class AcpHost:
     # -- listening -------------------------------------------------------------------------------
     async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
         """Listen; ``reuse_port`` lets several worker processes share the port (SO_REUSEPORT)."""
-        limits = self.limits
-        options: dict[str, Any] = {
-            "enable_auto_ping": True,
-            "auto_ping_idle_timeout": limits.ping_interval_s,
-            "auto_ping_reply_timeout": limits.ping_timeout_s,
-            "max_frame_size": limits.max_line_bytes,
-            "read_buffer_init_size": limits.ws_read_buffer_bytes,
-            "websocket_handshake_timeout": limits.handshake_timeout_s,
-            "logger_name": logging.getLogger("acp_fast.hosting.ws"),
-            "backlog": min(limits.max_connections, 4096),
-            # The loop's own transports: 22.3 vs 27.5 KiB per idle connection with aiofastnet's
-            # (benchmarks/hosting_idle.py, 2000 connections), latencies within run-to-run noise.
-            "use_aiofastnet": False,
-        }
+        loop = asyncio.get_running_loop()
+        backlog = min(self.limits.max_connections, 4096)
         if address.unix_path is not None:
-            # picows 2.3 sets TCP options on every accepted socket; on AF_UNIX that fails and crashes the loop.
-            raise NotImplementedError("unix sockets are not served yet (picows accepts TCP only); use HOST:PORT")
-        if reuse_port:
-            options["reuse_port"] = True
-        self._server = await ws_create_server(self._route, address.host, address.port, **options)
+            self._server = await loop.create_unix_server(
+                lambda: Front(self, unix=True), address.unix_path, backlog=backlog
+            )
+            return
+        self._server = await loop.create_server(
+            lambda: Front(self, unix=False),
+            address.host,
+            address.port or 0,
+            backlog=backlog,
+            reuse_port=reuse_port or None,
+        )
+
+    def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
+        """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
+        limits = self.limits
+        channel = HttpChannel(
+            transport,
+            self._http_request,
+            max_head_bytes=limits.max_request_head_bytes,
+            max_body_bytes=limits.max_line_bytes,
+            idle_timeout_s=limits.ping_interval_s,
+        )
+        channel.start(already_read)
+
+    def _http_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
+        path = request.target.split(b"?", 1)[0]
+        if path == b"/healthz":
+            channel.respond(200, b"ok\n", close=True)
+        elif path == b"/readyz":
+            if self.draining:
+                channel.respond(503, b"draining\n", close=True)
+            else:
+                channel.respond(200, b"ready\n", close=True)
+        elif path != self.path:
+            channel.respond(404, b"404 Not Found", close=True)
+        else:
+            self._count_refused(HTTPStatus.UPGRADE_REQUIRED)
+            channel.respond(
+                426,
+                b"this server offers ACP over WebSocket only\n",
+                [("Upgrade", "websocket")],
+                close=True,
+            )
 
     @property
     def port(self) -> int:
@@ -196,10 +226,14 @@ class AcpHost:
         credential = headers.get("Authorization", "").encode()
         return "authorization:" + hashlib.sha256(credential).hexdigest()
 
+    def _count_refused(self, status: HTTPStatus | int) -> None:
+        code = int(status)
+        self.refused[code] = self.refused.get(code, 0) + 1
+
     def _refuse(
         self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None
     ) -> WSUpgradeResponseWithListener:
-        self.refused[status.value] = self.refused.get(status.value, 0) + 1
+        self._count_refused(status)
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------

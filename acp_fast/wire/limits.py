@@ -119,6 +119,11 @@ PING_TIMEOUT_S = 20.0
 #: Seconds a client gets to complete the HTTP upgrade after connecting.
 HANDSHAKE_TIMEOUT_S = 5.0
 
+#: Longest HTTP request head (request line and headers) read before the socket
+#: is handed to the WebSocket or HTTP side; past it the answer is 431. 16 KiB
+#: is what picows itself accepts for an upgrade request.
+MAX_REQUEST_HEAD_BYTES = 16 * KiB
+
 #: On drain (R29), seconds beyond the shutdown's own bound (grace plus abort
 #: join) for the last answers and close frames to leave; then the sockets
 #: still open are dropped and the process exits.
@@ -153,6 +158,7 @@ class Limits:
     ping_interval_s: float = PING_INTERVAL_S
     ping_timeout_s: float = PING_TIMEOUT_S
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
+    max_request_head_bytes: int = MAX_REQUEST_HEAD_BYTES
     drain_flush_s: float = DRAIN_FLUSH_S
 
     def __post_init__(self) -> None:

@@ -1,0 +1,219 @@
+"""The first protocol on every accepted socket: read the request head, then hand the socket over.
+
+Both ACP profiles share one port and one ``/acp`` path, and only the request
+head tells them apart. The front buffers that head (bounded by
+``max_request_head_bytes``; past it ``431``), then:
+
+- a ``GET`` carrying ``Upgrade: websocket`` goes to picows: its server
+  protocol is built exactly as ``picows.ws_create_server`` builds it, takes
+  the transport (``set_protocol``) and is fed the bytes already read through
+  its own ``get_buffer``/``buffer_updated``. From then on the loop calls
+  picows directly, so the WebSocket data path has nothing of the front left
+  in it.
+- anything else goes to the HTTP/1.1 channel (hosting/http.py): health
+  probes, the Streamable HTTP profile, errors.
+
+On a unix socket picows' ``connection_made`` would set TCP options and fail;
+there it gets the transport through ``UnixTransportView``, whose socket
+ignores TCP options and which forwards everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from picows import WSAutoPingStrategy
+from picows.picows import WSProtocol  # type: ignore[attr-defined]  # public class, absent from the stubs
+
+if TYPE_CHECKING:
+    from .server import AcpHost, _Route
+
+log = logging.getLogger(__name__)
+
+_WS_LOGGER = logging.getLogger("acp_fast.hosting.ws")
+_HEAD_END = b"\r\n\r\n"
+
+
+class Front(asyncio.Protocol):
+    """Reads one request head and gives the socket to picows (upgrade) or to the HTTP channel."""
+
+    __slots__ = ("_buf", "_host", "_timer", "_transport", "_unix")
+
+    def __init__(self, host: AcpHost, unix: bool) -> None:
+        self._host = host
+        self._unix = unix
+        self._buf = bytearray()
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self._host.limits.handshake_timeout_s, self._transport.abort)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._stop_timer()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        end = buf.find(_HEAD_END)
+        transport = self._transport
+        assert transport is not None
+        if end < 0:
+            if len(buf) > self._host.limits.max_request_head_bytes:
+                self._stop_timer()
+                transport.write(
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                transport.close()
+            return
+        self._stop_timer()
+        if _is_websocket_upgrade(buf, end):
+            hand_to_picows(transport, bytes(buf), self._host._route, self._host.limits, unix=self._unix)
+        else:
+            self._host.http_channel(transport, bytes(buf))
+        self._buf = bytearray()
+
+    def eof_received(self) -> bool | None:
+        return False
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def _is_websocket_upgrade(buf: bytearray, end: int) -> bool:
+    """A ``GET`` whose ``Upgrade`` header names websocket (the rest is picows' to validate)."""
+    if not buf.startswith(b"GET "):
+        return False
+    for line in bytes(buf[:end]).split(b"\r\n")[1:]:
+        name, sep, value = line.partition(b":")
+        if sep and name.strip().lower() == b"upgrade":
+            return b"websocket" in value.lower()
+    return False
+
+
+def hand_to_picows(
+    transport: asyncio.Transport,
+    already_read: bytes,
+    route: Callable[[Any], _Route],
+    limits: Any,
+    *,
+    unix: bool,
+) -> None:
+    """Make picows' server protocol the socket's protocol and replay what the front read."""
+    ws_protocol = WSProtocol(
+        None,  # host+port: server side
+        None,  # ws path: server side
+        False,  # is_client_side
+        route,
+        _WS_LOGGER,
+        True,  # disconnect_on_exception
+        limits.handshake_timeout_s,
+        True,  # enable_auto_ping
+        limits.ping_interval_s,
+        limits.ping_timeout_s,
+        WSAutoPingStrategy.PING_WHEN_IDLE,
+        True,  # enable_auto_pong
+        limits.max_line_bytes,
+        None,  # extra headers
+        limits.ws_read_buffer_bytes,
+    )
+    view: asyncio.Transport = UnixTransportView(transport) if unix else transport
+    transport.set_protocol(ws_protocol)
+    ws_protocol.connection_made(view)
+    data = memoryview(already_read)
+    while data:
+        if transport.is_closing():
+            return
+        room = ws_protocol.get_buffer(-1)
+        n = min(len(room), len(data))
+        room[:n] = data[:n]
+        data = data[n:]
+        ws_protocol.buffer_updated(n)
+
+
+class _UnixSocketView:
+    """The socket picows inspects on connect: TCP options are ignored, everything else is the socket's."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def setsockopt(self, level: int, option: int, value: Any) -> None:
+        if level != socket.IPPROTO_TCP:
+            self._sock.setsockopt(level, option, value)
+
+    def getsockopt(self, level: int, option: int, *args: Any) -> Any:
+        if level == socket.IPPROTO_TCP:
+            return 0
+        return self._sock.getsockopt(level, option, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class UnixTransportView(asyncio.Transport):
+    """A unix-socket transport as picows sees it: its ``socket`` extra is a ``_UnixSocketView``."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        super().__init__()
+        self._t = transport
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        value = self._t.get_extra_info(name, default)
+        if name == "socket" and value is not None:
+            return _UnixSocketView(value)
+        return value
+
+    def write(self, data: Any) -> None:
+        self._t.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._t.writelines(list_of_data)
+
+    def get_write_buffer_size(self) -> int:
+        return self._t.get_write_buffer_size()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._t.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._t.get_write_buffer_limits()
+
+    def pause_reading(self) -> None:
+        self._t.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._t.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._t.is_reading()
+
+    def is_closing(self) -> bool:
+        return self._t.is_closing()
+
+    def close(self) -> None:
+        self._t.close()
+
+    def abort(self) -> None:
+        self._t.abort()
+
+    def write_eof(self) -> None:
+        self._t.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._t.can_write_eof()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._t.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._t.get_protocol()
