@@ -212,7 +212,8 @@ def test_r29_health_and_readiness_endpoints(run: Any) -> None:
         assert await _http_get(host, "/healthz") == (200, b"ok\n")
         assert await _http_get(host, "/readyz") == (200, b"ready\n")
         assert (await _http_get(host, "/nowhere"))[0] == 404
-        assert (await _http_get(host, "/acp"))[0] == 426  # WebSocket only: no upgrade, no ACP
+        # neither an upgrade nor an event stream: the Streamable HTTP profile wants Accept: text/event-stream
+        assert (await _http_get(host, "/acp", {"Connection": "close"}))[0] == 406
         host.draining = True
         assert (await _http_get(host, "/readyz"))[0] == 503
         assert (await _http_get(host, "/healthz"))[0] == 200

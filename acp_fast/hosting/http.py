@@ -202,12 +202,16 @@ class HttpChannel(asyncio.Protocol):
             self.transport.resume_reading()
 
     # -- event streams ------------------------------------------------------------------------------
-    def start_stream(self, headers: Iterable[tuple[str, str]], sink: StreamSink, high: int, low: int) -> None:
-        """Answer 200 with a body that stays open: ``send`` writes to it, ``end_stream`` finishes it."""
+    def start_stream(self, headers: Iterable[tuple[str, str]], sink: StreamSink) -> None:
+        """Answer 200 with a body that stays open: ``send`` writes to it, ``end_stream`` finishes it.
+
+        The socket reports ``resume_writing`` whenever its buffer empties (limits 0/0), so the
+        connection re-checks its flow control each time one of its streams drained.
+        """
         head = [(k.encode(), v.encode()) for k, v in headers]
         self.sink = sink
         self._streaming = True
-        self.transport.set_write_buffer_limits(high=high, low=low)
+        self.transport.set_write_buffer_limits(high=0, low=0)
         self.transport.write(self._h11.send(h11.Response(status_code=200, headers=head)) or b"")
 
     def send(self, data: bytes) -> None:

@@ -34,18 +34,24 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Any
 
 import h11
+import orjson
 from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
 from ..agent.base import Agent
 from ..transports.loop import event_loop_factory
+from ..transports.routing import CONNECTION_STREAM
+from ..transports.sse import Respond, SsePeer
 from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
+from ..wire import jsonrpc
+from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
-from .http import HttpChannel
+from .http import HttpChannel, StreamSink, headers_map
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,7 @@ AgentFactory = Callable[[], Agent]
 Authorize = Callable[[Mapping[str, str]], bool | str]
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
+SESSION_ID_HEADER = "Acp-Session-Id"
 _Route = WSListener | WSUpgradeResponseWithListener | None
 
 
@@ -104,7 +111,8 @@ class AcpHost:
         self.budget = ProcessBudget(self.limits)
         self.detached = DetachedSessions(self.budget, self.limits.detached_session_timeout_s)
         self.draining = False
-        self._peers: dict[WsPeer, asyncio.Task[None]] = {}
+        self._peers: dict[WsPeer | SsePeer, asyncio.Task[None]] = {}
+        self._http: dict[str, SsePeer] = {}  # Streamable HTTP connections by Acp-Connection-Id
         self._server: asyncio.Server | None = None
         self._drained: asyncio.Event | None = None
         self.binary_frames = 0
@@ -143,23 +151,147 @@ class AcpHost:
 
     def _http_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
         path = request.target.split(b"?", 1)[0]
-        if path == b"/healthz":
+        if path == self.path:
+            self._acp_request(channel, request, body)
+        elif path == b"/healthz":
             channel.respond(200, b"ok\n", close=True)
         elif path == b"/readyz":
             if self.draining:
                 channel.respond(503, b"draining\n", close=True)
             else:
                 channel.respond(200, b"ready\n", close=True)
-        elif path != self.path:
-            channel.respond(404, b"404 Not Found", close=True)
         else:
-            self._count_refused(HTTPStatus.UPGRADE_REQUIRED)
-            channel.respond(
-                426,
-                b"this server offers ACP over WebSocket only\n",
-                [("Upgrade", "websocket")],
-                close=True,
-            )
+            channel.respond(404, b"404 Not Found", close=True)
+
+    # -- the Streamable HTTP profile -----------------------------------------------------------------
+    def _acp_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
+        """One request of the Streamable HTTP profile; the same Origin and auth rules as an upgrade, every time."""
+        headers = headers_map(request)
+        origin = headers.get("Origin")
+        if origin is not None and origin not in self.allowed_origins:
+            self._http_refuse(channel, 403, "origin not allowed")
+            return
+        principal: str | None = None
+        if self.authorize is not None:
+            principal = self._principal(headers)
+            if principal is None:
+                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
+                return
+        method = request.method
+        connection_id = headers.get(CONNECTION_ID_HEADER)
+        if method == b"POST":
+            self._acp_post(channel, headers, body, connection_id, principal)
+            return
+        if method not in (b"GET", b"DELETE"):
+            channel.respond(405, b"Method Not Allowed\n", [("Allow", "GET, POST, DELETE")])
+            return
+        if method == b"GET" and "text/event-stream" not in headers.get("Accept", "").lower():
+            self._http_refuse(channel, 406, "GET /acp needs Accept: text/event-stream (or a WebSocket upgrade)")
+            return
+        if connection_id is None:
+            self._http_refuse(channel, 400, "Missing Acp-Connection-Id")
+            return
+        peer = self._http_peer(connection_id, principal)
+        if peer is None:
+            self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
+            return
+        if method == b"DELETE":
+            channel.respond(202)
+            peer.end()
+            return
+        self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER))
+
+    def _http_peer(self, connection_id: str, principal: str | None) -> SsePeer | None:
+        """The connection, if it exists, has not ended and belongs to this principal (else: unknown, 404)."""
+        peer = self._http.get(connection_id)
+        if peer is None or peer.ended or peer.principal != principal:
+            return None
+        return peer
+
+    def _http_refuse(
+        self, channel: HttpChannel, status: int, text: str, headers: list[tuple[str, str]] | None = None
+    ) -> None:
+        self._count_refused(status)
+        channel.respond(status, text.encode() + b"\n", headers or [])
+
+    def _acp_post(
+        self,
+        channel: HttpChannel,
+        headers: Mapping[str, str],
+        body: bytes,
+        connection_id: str | None,
+        principal: str | None,
+    ) -> None:
+        content_type = headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        if content_type != "application/json":
+            self._http_refuse(channel, 415, "POST /acp needs Content-Type: application/json")
+            return
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            self._json_error(channel, jsonrpc.encode_error(None, ParseError(f"Parse error: {exc}")))
+            return
+        if type(message) is not dict:
+            what = "batches are not supported" if type(message) is list else "a message must be a JSON object"
+            self._json_error(channel, jsonrpc.encode_error(None, InvalidRequest(f"Invalid Request: {what}")))
+            return
+        is_initialize = message.get("method") == "initialize" and "id" in message
+        if connection_id is None:
+            if is_initialize:
+                self._http_initialize(channel, body, message, principal)
+            else:
+                self._http_refuse(channel, 400, "Missing Acp-Connection-Id (only initialize starts a connection)")
+            return
+        if is_initialize:
+            self._http_refuse(channel, 400, "initialize is not allowed on an existing connection")
+            return
+        peer = self._http_peer(connection_id, principal)
+        if peer is None:
+            self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
+            return
+        session = headers.get(SESSION_ID_HEADER)
+        wrong = peer.router.check(message, session)
+        if wrong is not None:
+            self._http_refuse(channel, 400, wrong)
+            return
+        peer.post(body, message, session, _responder(channel))
+
+    def _json_error(self, channel: HttpChannel, line: bytes) -> None:
+        """Bad JSON or a batch: the JSON-RPC error is this POST's own body (400), as the TypeScript server does."""
+        self._count_refused(400)
+        channel.respond(400, line.rstrip(b"\n"), content_type="application/json")
+
+    def _http_initialize(
+        self, channel: HttpChannel, body: bytes, message: dict[str, Any], principal: str | None
+    ) -> None:
+        if self.draining:
+            self._http_refuse(channel, 503, "draining", [("Retry-After", "1")])
+            return
+        if len(self._peers) >= self.limits.max_connections:
+            self._http_refuse(channel, 503, "connection limit reached", [("Retry-After", "1")])
+            return
+        peer = SsePeer(uuid.uuid4().hex, self.limits, principal)
+        if not self._start_peer(peer, principal):
+            peer.abort()
+            channel.respond(500, b"agent could not be created\n")
+            return
+        self._http[peer.connection_id] = peer
+        respond = _responder(channel, "application/json")
+        peer.initialize(body, message, respond)
+
+    def _open_stream(self, channel: HttpChannel, peer: SsePeer, session: str | None) -> None:
+        key = CONNECTION_STREAM if session is None else session
+        refused = peer.stream_refusal(key)
+        if refused is not None:
+            if refused == "gone":
+                self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
+            elif refused == "this stream already has a reader":
+                self._http_refuse(channel, 409, "this stream already has a reader")
+            else:
+                self._http_refuse(channel, 400, refused)
+            return
+        channel.start_stream(_SSE_HEADERS, _StreamSink(peer))
+        peer.open_stream(key, channel)
 
     @property
     def port(self) -> int:
@@ -202,7 +334,7 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
         connection_id = uuid.uuid4().hex
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_peer(p, principal))
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal))
         response = WSUpgradeResponse.create_101_response({CONNECTION_ID_HEADER: connection_id})
         return WSUpgradeResponseWithListener(response, peer)
 
@@ -237,8 +369,11 @@ class AcpHost:
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_peer(self, peer: WsPeer, principal: str | None) -> None:
-        """The upgrade completed: one agent, one AgentServer, one dispatch task for this socket."""
+    def _start_ws(self, peer: WsPeer, principal: str | None) -> None:
+        self._start_peer(peer, principal)
+
+    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None) -> bool:
+        """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task."""
         conn = peer.conn
         assert conn is not None
         try:
@@ -250,13 +385,15 @@ class AcpHost:
             )
         except Exception:
             log.exception("could not create the agent for connection %s", peer.connection_id)
-            peer.close(CLOSE_INTERNAL, b"agent could not be created")
-            return
+            if isinstance(peer, WsPeer):
+                peer.close(CLOSE_INTERNAL, b"agent could not be created")
+            return False
         self.accepted += 1
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
+        return True
 
-    async def _serve(self, peer: WsPeer, server: HostedAgentServer) -> None:
+    async def _serve(self, peer: WsPeer | SsePeer, server: HostedAgentServer) -> None:
         try:
             await server.conn.run()
         except Exception:
@@ -266,6 +403,8 @@ class AcpHost:
             server.release_sessions(park)
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
+            if isinstance(peer, SsePeer):
+                self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
                 peer.out.close()
             if self.draining and not self._peers and self._drained is not None:
@@ -319,7 +458,35 @@ class AcpHost:
             "binary_frames": self.binary_frames + sum(p.binary_frames for p in self._peers),
             "reading_paused": sum(1 for p in self._peers if p.reading_paused),
             "max_buffered_output": max((p.buffered_output for p in self._peers), default=0),
+            "http_connections": len(self._http),
+            "http_streams": sum(p.stream_count for p in self._http.values()),
         }
+
+
+_SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+
+
+class _StreamSink(StreamSink):
+    """A GET's socket reports flow and loss to the connection whose stream it carries."""
+
+    __slots__ = ("_peer",)
+
+    def __init__(self, peer: SsePeer) -> None:
+        self._peer = peer
+
+    def channel_resume_writing(self, channel: HttpChannel) -> None:
+        self._peer.reader_drained()
+
+    def channel_lost(self, channel: HttpChannel) -> None:
+        self._peer.reader_lost(channel)
+
+
+def _responder(channel: HttpChannel, content_type: str = "text/plain") -> Respond:
+    def respond(status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+        channel.release()
+        channel.respond(status, body, headers, content_type=content_type)
+
+    return respond
 
 
 def _plain(status: HTTPStatus, body: bytes) -> WSUpgradeResponseWithListener:
@@ -387,7 +554,8 @@ async def _run(
     host = AcpHost(agent_factory, limits, authorize=authorize, allowed_origins=allowed_origins)
     await host.start(address, reuse_port=reuse_port)
     where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
-    print(f"acp-fast: serving ACP over WebSocket on {where} at /acp ({loop_kind} loop)", file=sys.stderr, flush=True)
+    banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"
+    print(banner, file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
