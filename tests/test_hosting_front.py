@@ -14,6 +14,7 @@ from websockets.asyncio.client import unix_connect
 from acp_fast.demo import DemoAgent
 from acp_fast.hosting import AcpHost, serve_ws
 from acp_fast.wire.limits import Limits
+from tests.http_helpers import HttpAcpClient
 from tests.ws_helpers import WsClient
 
 _UPGRADE = (
@@ -111,6 +112,24 @@ def test_request_head_over_the_limit_gets_431(run: Any) -> None:
             answer = await reader.read()
             writer.close()
             assert answer.startswith(b"HTTP/1.1 431"), answer
+        finally:
+            await host.drain()
+
+    run(main())
+
+
+def test_streamable_http_walk_over_a_unix_socket(run: Any, tmp_path: Any) -> None:
+    async def main() -> None:
+        host, path = await _unix_host(tmp_path)
+        try:
+            c = HttpAcpClient(path)
+            await c.initialize()
+            sid = await c.new_session()
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "stream 4 0"}]}
+            done = await c.request("session/prompt", prompt, sid)
+            assert done["result"] == {"stopReason": "end_turn"}
+            assert len([u for u in c.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]) == 4
+            assert (await c.delete()).status == 202
         finally:
             await host.drain()
 
