@@ -1,4 +1,4 @@
-"""Hosting: many ACP connections per process, over WebSocket and Streamable HTTP (needs the ``server`` extra: picows, h11)."""
+"""Hosting: many ACP connections per process, over WebSocket and Streamable HTTP (``server`` extra: picows, h11)."""
 
 from .auth import bearer_token
 from .server import AcpHost, ListenAddress, run_host, serve_ws

@@ -53,6 +53,7 @@ class HttpChannel(asyncio.Protocol):
         self._handler = handler
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes)
         self._max_body = max_body_bytes
+        self._max_head = max_head_bytes
         self._idle_timeout_s = idle_timeout_s
         self._request: h11.Request | None = None
         self._body = bytearray()
@@ -78,6 +79,9 @@ class HttpChannel(asyncio.Protocol):
             return
         if not self._busy:
             self._process()
+        elif len(self._h11.trailing_data[0]) > self._max_head + self._max_body:
+            # pipelined past a held request or an open stream: more than one request's worth waits unparsed
+            self.transport.abort()
 
     def eof_received(self) -> bool | None:
         with contextlib.suppress(RuntimeError):

@@ -254,6 +254,8 @@ class AcpHost:
         if wrong is not None:
             self._http_refuse(channel, 400, wrong)
             return
+        if not peer.accepting:
+            channel.hold()  # the POST waits unanswered: read nothing more from its socket meanwhile
         peer.post(body, message, session, _responder(channel))
 
     def _json_error(self, channel: HttpChannel, line: bytes) -> None:

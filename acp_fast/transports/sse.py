@@ -167,6 +167,11 @@ class SsePeer:
             return
         self._feed(_Post(body, message, session, respond))
 
+    @property
+    def accepting(self) -> bool:
+        """Whether a POST arriving now is fed at once (else it waits, and its socket should not be read)."""
+        return not (self._holds or self._waiting or self.ended)
+
     def initialize(self, body: bytes, message: dict[str, Any], respond: Respond) -> None:
         """The connection's first POST: its answer is that POST's own body."""
         self._initial = respond
