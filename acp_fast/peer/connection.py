@@ -662,13 +662,13 @@ class Connection:
         limits = self.limits
         grace_end = self.loop.time() + limits.shutdown_grace_s
         join_end = grace_end + limits.abort_join_s
+        # A hook that never returns must not hold the connection open: hooks get the
+        # spawned tasks' deadline plus one more abort join, then are cut short.
+        hooks_end = join_end + limits.abort_join_s
         # Nothing more will be read: no response can arrive for what we asked.
         self._fail_pending()
         for hook in self._shutdown_hooks:
-            try:
-                await hook()
-            except Exception:
-                log.exception("shutdown hook %s failed", _name_of(hook))
+            await self._run_shutdown_hook(hook, hooks_end)
         self._fail_pending()
         if self._spawned:
             _, alive = await asyncio.wait(set(self._spawned), timeout=_left(self.loop, grace_end))
@@ -680,6 +680,27 @@ class Connection:
             incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
         await self.writer.close()
         self._set_state(State.CLOSED)
+
+    async def _run_shutdown_hook(self, hook: ShutdownHook, deadline: float) -> None:
+        """One hook, bounded; whatever it raises is logged and the shutdown goes on.
+
+        The hook runs in this task, so its first step (the agent's cancel of every
+        turn) happens before anything woken by ``_fail_pending`` runs. Past the
+        deadline a hook still gets that first step, so the hooks after a stuck
+        one still do their quick work.
+        """
+        try:
+            async with asyncio.timeout_at(deadline):
+                await hook()
+        except TimeoutError:
+            log.error("shutdown hook %s did not finish by the shutdown deadline; cut short", _name_of(hook))
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the shutdown itself is being cancelled
+            log.error("shutdown hook %s was cancelled from inside", _name_of(hook))
+        except Exception:
+            log.exception("shutdown hook %s failed", _name_of(hook))
 
     # -- introspection for tests and leak checks ----------------------------------------
     @property
