@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .hosting import SCENARIOS, free_port, measure_host, wait_listening
+from .hosting import SCENARIOS, free_port, measure_host, raise_fd_limit, wait_listening
 
 TARGET = "ts-sdk"
 #: The agent script, in the checkout this package was installed from (editable) or run in.
@@ -45,6 +45,7 @@ def server_argv(port: int) -> list[str]:
 
 async def measure_ts(connections: int, cancels: int) -> dict[str, float]:
     """``measure_host`` against the TypeScript agent; raises when it does not start, fails or takes too long."""
+    raise_fd_limit()  # node inherits it
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         *server_argv(port), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
