@@ -93,3 +93,49 @@ def test_bench_hosting_shows_an_unsupported_ts_sdk_column_and_says_why(
     assert f"hosting: ts-sdk unsupported: {why}" in captured.err
     assert "| metric | acp_fast | floor | ts-sdk |" in captured.out
     assert f"ts-sdk: unsupported ws_setup_per_s, ws_idle_rss, ws_cancel ({why})" in captured.out
+
+
+def _fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> None:
+    """Points the target at a node script of ours, as if node_modules were there."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    agent = tmp_path / "agent.mjs"
+    agent.write_text(source)
+    monkeypatch.setattr(hosting_ts, "AGENT", agent)
+    monkeypatch.setattr(hosting_ts, "missing", lambda: None)
+
+
+def test_ts_sdk_agent_that_exits_at_start_gives_failed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_agent(tmp_path, monkeypatch, "process.exit(3);\n")
+    rows = asyncio.run(hosting_ts.run_ts_hosting(connections=2, cancels=1))
+    for scenario in hosting.SCENARIOS:
+        value = rows[scenario][hosting_ts.TARGET]
+        assert value["correct"] is False and "exited with 3" in value["error"], value
+
+
+def test_ts_sdk_agent_that_never_answers_is_cut_off_by_the_hang_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("picows")
+    # Completes the WebSocket upgrade, then never answers `initialize`: only the guard ends the measurement.
+    silent = """
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+const port = Number(process.argv[process.argv.indexOf("--port") + 1]);
+const server = createServer((_req, res) => res.end());
+server.on("upgrade", (req, socket) => {
+  const accept = createHash("sha1")
+    .update(req.headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
+    .digest("base64");
+  const head = ["HTTP/1.1 101 Switching Protocols", "Upgrade: websocket", "Connection: Upgrade"];
+  socket.write([...head, `Sec-WebSocket-Accept: ${accept}`, "", ""].join("\\r\\n"));
+  socket.resume();
+});
+server.listen(port, "127.0.0.1");
+"""
+    _fake_agent(tmp_path, monkeypatch, silent)
+    monkeypatch.setattr(hosting_ts, "MEASURE_TIMEOUT_S", 1.0)
+    rows = asyncio.run(hosting_ts.run_ts_hosting(connections=2, cancels=1))
+    for scenario in hosting.SCENARIOS:
+        value = rows[scenario][hosting_ts.TARGET]
+        assert value["correct"] is False and value["error"].startswith("TimeoutError"), value
