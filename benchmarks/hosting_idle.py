@@ -1,11 +1,14 @@
 """Hosting: idle initialized connections held by one process, RSS per connection, set-up rate, cancel latency.
 
-    python benchmarks/hosting_idle.py [--connections 2000] [--cancels 200] [--sdk]
+    python benchmarks/hosting_idle.py [--connections 2000] [--cancels 200] [--sdk] [--ts]
 
 Starts ``acp-fast demo --listen 127.0.0.1:PORT`` (uvloop) and, with
 ``--sdk``, the official Python SDK's ASGI app (``acp.http.asgi``, its
 WebSocket profile) serving acp_fast/bench/sdk_demo_agent.py under uvicorn
-(uvloop, ``websockets``, no compression) for comparison. One client process (picows) then:
+(uvloop, ``websockets``, no compression) for comparison, and with ``--ts``
+the official TypeScript SDK's ``AcpServer`` on Node with ``ws``
+(tests/interop/ts_bench_agent.mjs, same agent behaviour; needs ``node`` and
+``npm ci`` in tests/interop, else one "unsupported" line). One client process (picows) then:
 
 - opens ``--connections`` WebSockets, each ``initialize`` + ``session/new``,
   in batches of 100 (set-up rate = connections / wall time);
@@ -19,7 +22,7 @@ WebSocket profile) serving acp_fast/bench/sdk_demo_agent.py under uvicorn
 - with ``--updates N``: ``session/update`` frames received per second while
   1 connection streams N updates, and while 100 connections stream N/100
   each at once (``stream K 0``), against the same bare picows server pushing
-  N update-sized frames (the floor) and, with ``--sdk``, the SDK's app.
+  N update-sized frames (the floor) and, with ``--sdk`` / ``--ts``, the SDKs' servers.
 
 The connection, cancel and floor measurements are acp_fast/bench/hosting.py's,
 shared with ``acp-fast bench --hosting``. The machine is shared and has 2
@@ -39,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from acp_fast.bench import hosting_ts
 from acp_fast.bench.hosting import (
     demo_server_argv,
     echo_rtt,
@@ -49,6 +53,8 @@ from acp_fast.bench.hosting import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+#: A hang guard over one throughput measurement.
+UPDATES_TIMEOUT_S = 600.0
 
 
 def _wait_listening(port: int) -> None:
@@ -167,8 +173,12 @@ def main() -> None:
     parser.add_argument("--cancels", type=int, default=200)
     parser.add_argument("--updates", type=int, default=0, help="session/update throughput: this many in total")
     parser.add_argument("--sdk", action="store_true", help="also measure the official SDK's ASGI app under uvicorn")
+    parser.add_argument("--ts", action="store_true", help="also measure the TypeScript SDK's AcpServer on node")
     parser.add_argument("--sdk-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    ts_why = hosting_ts.missing() if args.ts else None
+    if ts_why is not None:
+        print(f"ts-sdk    unsupported: {ts_why}", flush=True)
     if args.sdk_child:
         _sdk_server(args.sdk_child)
         return
@@ -185,7 +195,10 @@ def main() -> None:
             try:
                 _wait_listening(port)
                 url = f"ws://127.0.0.1:{port}{path}"
-                return [uvloop.run(_updates_per_s(url, c, args.updates // c, floor)) for c in (1, 100)]
+                return [
+                    uvloop.run(asyncio.wait_for(_updates_per_s(url, c, args.updates // c, floor), UPDATES_TIMEOUT_S))
+                    for c in (1, 100)
+                ]
             finally:
                 proc.terminate()
                 proc.wait()
@@ -200,12 +213,18 @@ def main() -> None:
         if args.sdk:
             port = free_port()
             rows["sdk-asgi"] = throughput([sys.executable, __file__, "--sdk-child", str(port)], port, "/acp", False)
+        if args.ts and ts_why is None:
+            port = free_port()
+            rows["ts-sdk"] = throughput(hosting_ts.server_argv(port), port, "/acp", False)
         for name, (one, hundred) in rows.items():
             print(f"updates/s {name:9s} 1 connection: {one:,.0f}   100 connections: {hundred:,.0f}")
         print(f"acp_fast / floor: {ours[0] / bare[0]:.2f} (1), {ours[1] / bare[1]:.2f} (100)")
         if "sdk-asgi" in rows:
             sdk = rows["sdk-asgi"]
             print(f"acp_fast / sdk: {ours[0] / sdk[0]:.2f} (1), {ours[1] / sdk[1]:.2f} (100)")
+        if "ts-sdk" in rows:
+            ts = rows["ts-sdk"]
+            print(f"acp_fast / ts-sdk: {ours[0] / ts[0]:.2f} (1), {ours[1] / ts[1]:.2f} (100)")
     if args.cancels:
         import uvloop
 
@@ -228,6 +247,14 @@ def main() -> None:
         for key in ("kib_per_conn", "setup_per_s", "cancel_p50_us", "cancel_p99_us"):
             if key in sdk and key in result:
                 print(f"{key}: acp_fast / sdk = {result[key] / sdk[key]:.2f}")
+    if args.ts and ts_why is None:
+        import uvloop
+
+        ts_result = uvloop.run(hosting_ts.measure_ts(args.connections, args.cancels))
+        print("ts-sdk    " + "  ".join(f"{k}={v:.1f}" for k, v in ts_result.items()), flush=True)
+        for key in ("kib_per_conn", "setup_per_s", "cancel_p50_us", "cancel_p99_us"):
+            if key in ts_result and key in result:
+                print(f"{key}: acp_fast / ts-sdk = {result[key] / ts_result[key]:.2f}")
     print(f"(cpu count {os.cpu_count()}; shared machine, numbers are noisy)")
 
 

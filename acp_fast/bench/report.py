@@ -79,9 +79,10 @@ def _cell(value: dict[str, Any] | None, key: str, fmt: str) -> str:
 
 
 def ratio_columns(names: Sequence[str]) -> list[tuple[str, str]]:
-    """(numerator, denominator) pairs shown as ratio columns: acp_fast and each --agent against sdk and floor."""
-    tops = [n for n in names if n not in ("sdk", "floor")]
-    return [(a, b) for a in tops for b in ("sdk", "floor") if b in names]
+    """(numerator, denominator) pairs shown as ratio columns: acp_fast and each --agent against the SDKs and floor."""
+    peers = ("sdk", "ts-sdk", "floor")
+    tops = [n for n in names if n not in peers]
+    return [(a, b) for a in tops for b in peers if b in names]
 
 
 def table(results: dict[str, dict[str, Any]], names: Sequence[str]) -> str:
