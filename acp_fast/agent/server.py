@@ -451,7 +451,13 @@ class AgentServer:
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.check_capacity()
         self._check_start_room()
-        result = dict(await self.agent.new_session(**kw) or {})
+        if len(kw) == 3:  # no _meta: named arguments cost less than unpacking the dict
+            call = self.agent.new_session(
+                cwd=kw["cwd"], mcp_servers=kw["mcp_servers"], additional_directories=kw["additional_directories"]
+            )
+        else:
+            call = self.agent.new_session(**kw)
+        result = dict(await call or {})
         if "sessionId" not in result:  # the uuid only when needed: it costs more than the rest of this
             result["sessionId"] = f"sess_{uuid.uuid4().hex}"
         session_id = result["sessionId"]
@@ -500,7 +506,10 @@ class AgentServer:
 
     async def _set_mode(self, kw: Kwargs) -> dict[str, Any]:
         session = self.sessions.get(kw["session_id"])
-        result = await self.agent.set_session_mode(**kw)
+        if len(kw) == 2:  # no _meta: named arguments cost less than unpacking the dict
+            result = await self.agent.set_session_mode(session_id=kw["session_id"], mode_id=kw["mode_id"])
+        else:
+            result = await self.agent.set_session_mode(**kw)
         session.mode_id = kw["mode_id"]
         return result or {}
 
