@@ -33,29 +33,63 @@ class Session:
     """Framework-owned state of one ACP session; ``data`` is the agent's."""
 
     __slots__ = (
-        "config",
+        "_config",
+        "_data",
+        "_token",
         "cwd",
-        "data",
         "id",
         "last_active",
         "mcp_servers",
         "mode_id",
         "slot",
-        "token",
         "turn",
     )
 
     def __init__(self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None) -> None:
+        # The token and the dicts are made on first use: most sessions of a
+        # pipelined session/new never need them (a third of this constructor).
         self.id = session_id
         self.cwd = cwd
-        self.mcp_servers = mcp_servers or []
+        self.mcp_servers = mcp_servers if mcp_servers is not None else []
         self.mode_id: str | None = None
-        self.config: dict[str, Any] = {}
-        self.data: dict[str, Any] = {}
+        self._config: dict[str, Any] | None = None
+        self._data: dict[str, Any] | None = None
         self.slot = SlotState.IDLE
-        self.token = CancelToken()  # the token the *next* turn will use (R10, R11)
+        self._token: CancelToken | None = None
         self.turn: RunningTurn | None = None
         self.last_active = time.monotonic()
+
+    @property
+    def token(self) -> CancelToken:
+        """The token the *next* turn will use (R10, R11)."""
+        token = self._token
+        if token is None:
+            token = self._token = CancelToken()
+        return token
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """Configuration options set on this session (``session/set_config_option``)."""
+        config = self._config
+        if config is None:
+            config = self._config = {}
+        return config
+
+    @config.setter
+    def config(self, value: dict[str, Any]) -> None:
+        self._config = value
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The agent's own per-session state."""
+        data = self._data
+        if data is None:
+            data = self._data = {}
+        return data
+
+    @data.setter
+    def data(self, value: dict[str, Any]) -> None:
+        self._data = value
 
     def begin_turn(self, job: RunningTurn) -> CancelToken:
         """Reserve the prompt slot and this turn's token, before the task exists."""
@@ -80,7 +114,7 @@ class Session:
         job = self.turn
         if job is None:
             return False  # nothing running: the next turn's token stays clean
-        self.token = CancelToken()
+        self._token = None  # a fresh one for later turns, made when one needs it
         job.cancel(reason)
         return True
 
