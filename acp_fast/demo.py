@@ -21,10 +21,13 @@ import time
 import uuid
 from typing import Any, ClassVar
 
+import orjson
+
 from .agent.base import Agent, current_turn
 from .agent.client_handle import CapabilityNotSupported
 from .agent.mcp_bridge import McpProvider
 from .wire.errors import InvalidParams, MethodNotFound
+from .wire.jsonrpc import raw
 
 MODES = [
     {"id": "ask", "name": "Ask", "description": "Answer without touching files"},
@@ -93,10 +96,12 @@ def _model_option(value: str) -> dict[str, Any]:
     }
 
 
-#: What a new, loaded or resumed session starts with; built once.
+#: What a new, loaded or resumed session starts with; built once. The lists go out
+#: already encoded (``raw``): they never change, and encoding them was 40% of writing a
+#: session/new answer. ``currentModeId`` stays a plain value: the server reads it.
 _SESSION_STATE: dict[str, Any] = {
-    "modes": {"currentModeId": "ask", "availableModes": MODES},
-    "configOptions": [_model_option("demo-small")],
+    "modes": {"currentModeId": "ask", "availableModes": raw(orjson.dumps(MODES))},
+    "configOptions": raw(orjson.dumps([_model_option("demo-small")])),
 }
 
 
