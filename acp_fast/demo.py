@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any, ClassVar
 
 import orjson
@@ -26,6 +25,7 @@ import orjson
 from .agent.base import Agent, current_turn
 from .agent.client_handle import CapabilityNotSupported
 from .agent.mcp_bridge import McpProvider
+from .agent.sessions import new_session_id
 from .wire.errors import InvalidParams, MethodNotFound
 from .wire.jsonrpc import raw
 
@@ -141,7 +141,7 @@ class DemoAgent(Agent):
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        session_id = f"demo-{uuid.uuid4().hex}" if self.unique_ids else f"demo-{len(self.cwd) + 1}"
+        session_id = new_session_id("demo-") if self.unique_ids else f"demo-{len(self.cwd) + 1}"
         self.cwd[session_id] = cwd
         self.history[session_id] = []
         return {"sessionId": session_id, **_SESSION_STATE}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,7 +26,7 @@ from .context import Context
 from .mcp_bridge import McpBridge
 from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
-from .sessions import Session, SessionTable
+from .sessions import Session, SessionTable, new_session_id
 from .validate import enabled as validation_enabled
 from .validate import install as install_validation
 
@@ -458,8 +457,8 @@ class AgentServer:
         else:
             call = self.agent.new_session(**kw)
         result = dict(await call or {})
-        if "sessionId" not in result:  # the uuid only when needed: it costs more than the rest of this
-            result["sessionId"] = f"sess_{uuid.uuid4().hex}"
+        if "sessionId" not in result:
+            result["sessionId"] = new_session_id("sess_")
         session_id = result["sessionId"]
         self._open(session_id, kw, result)
         return result
@@ -481,7 +480,7 @@ class AgentServer:
         self._check_start_room()
         result = dict(await self.agent.fork_session(**kw) or {})
         if "sessionId" not in result:
-            result["sessionId"] = f"sess_{uuid.uuid4().hex}"
+            result["sessionId"] = new_session_id("sess_")
         new_id = result["sessionId"]
         self._open(new_id, kw, result)
         return result
