@@ -4,8 +4,10 @@ A message-oriented transport needs no line framer: each complete text
 message goes straight to the Connection's ``feed_line`` (the same decoder,
 inbox and dispatch as stdio), and ``feed_end`` follows the last frame of a
 socket read, so inline dispatch and answer coalescing behave as they do
-over a pipe. The Writer still produces newline-terminated messages; the
-write side here turns each line into one text frame.
+over a pipe. On the way out, ``FrameWriter`` frames each message as it is
+queued (header in front, the encoder's newline dropped), so the messages of
+one loop turn leave as consecutive text frames in one socket write, exactly
+as lines coalesce over stdio.
 
 Socket close is EOF for the Connection (R13-R15 via R27): the shutdown that
 follows cancels and answers what was running. Flow control is the socket's:
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import struct
 from collections.abc import Callable
 from typing import cast
 
@@ -46,10 +50,20 @@ CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
 _BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
 
-#: Above this payload size picows's ``send`` hands the transport ``writelines([header, payload])``
-#: with the header as a view of its own reused buffer; see ``FrameWriteTransport.write``.
-_PICOWS_COPY_LIMIT = 8192
-_HEADER_ROOM = 14  # the largest frame header, written in front of the payload
+_FIN_TEXT = 0x81
+#: Server frames are unmasked: the header is the first byte and the payload length (RFC 6455 5.2).
+_SHORT_HEADERS = tuple(bytes((_FIN_TEXT, n)) for n in range(126))
+_HEADER_16 = struct.Struct(">BBH").pack
+_HEADER_64 = struct.Struct(">BBQ").pack
+
+
+def text_frame_header(size: int, first_byte: int = _FIN_TEXT) -> bytes:
+    """The header of one unmasked frame (server to client) with a ``size``-byte payload."""
+    if size < 126:
+        return _SHORT_HEADERS[size] if first_byte == _FIN_TEXT else bytes((first_byte, size))
+    if size < 65536:
+        return _HEADER_16(first_byte, 126, size)
+    return _HEADER_64(first_byte, 127, size)
 
 
 def _reply_code(received: WSCloseCode) -> WSCloseCode:
@@ -67,6 +81,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self._ws = ws
         self._on_close_sent = on_close_sent
         self._tcp = ws.underlying_transport
+        self._fd = self._tcp.get_extra_info("socket").fileno()
         self._max_buffered = max_buffered
         self._closing = False
         self.lost = False
@@ -75,39 +90,30 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self.close_reason = b""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Send each line as one text frame.
+        """Hand frames already built by ``FrameWriter`` to the socket, and enforce the output cap.
 
-        A payload over picows's copy limit is framed in a buffer of our own
-        (``send_reuse_external_bytearray``) rather than with ``send``: ``send``
-        passes such a frame to ``writelines`` with its header as a view of a
-        buffer picows reuses for the next frame, and uvloop and the selector
-        transport of Python 3.12+ keep that view, not a copy, while the socket
-        is backed up, so a client that reads slowly would receive corrupt
-        headers. That ``writelines`` (3.12.0-3.12.8, 3.13.0-3.13.1) also never
-        pauses the protocol at the high-water mark, which R26 relies on.
+        Frames go straight to the TCP transport, not through picows's
+        ``send``: one write for all the frames of a loop turn, and no frame
+        header in a buffer picows reuses (its ``send`` passes large payloads
+        to ``writelines`` with the header as a view of that buffer, which the
+        loop may keep while the socket is backed up).
         """
         if self._closing:
             return
-        view = memoryview(data)
-        raw = bytes(view) if type(data) is memoryview else data
-        ws = self._ws
-        text = WSMsgType.TEXT
-        start, n = 0, len(view)
-        while start < n:
-            end = raw.find(b"\n", start)  # orjson escapes newlines inside strings: each is a message end
-            if end < 0:
-                end = n
-            if end - start > _PICOWS_COPY_LIMIT:
-                frame = bytearray(_HEADER_ROOM)
-                frame += view[start:end]
-                ws.send_reuse_external_bytearray(text, frame, _HEADER_ROOM)
-            elif end > start:
-                ws.send(text, view[start:end])
-            start = end + 1
-        if self._tcp.get_write_buffer_size() > self._max_buffered:
+        tcp = self._tcp
+        if not tcp.get_write_buffer_size():
+            try:
+                sent = os.write(self._fd, data)
+            except OSError:  # EAGAIN, or a socket that failed: the transport queues or reports it
+                sent = 0
+            if sent == len(data):
+                return
+            data = memoryview(data)[sent:]
+        tcp.write(data)
+        if tcp.get_write_buffer_size() > self._max_buffered:
             log.warning(
                 "closing a connection whose client is not reading: %d bytes queued (limit %d)",
-                self._tcp.get_write_buffer_size(),
+                tcp.get_write_buffer_size(),
                 self._max_buffered,
             )
             self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
@@ -150,6 +156,40 @@ class FrameWriteTransport(asyncio.WriteTransport):
         """The socket is gone: nothing more is sent, nothing counts as buffered."""
         self.lost = True
         self._closing = True
+
+
+class FrameWriter(Writer):
+    """The Writer of one WebSocket: each queued message becomes one text frame in the coalescing buffer.
+
+    Every message the Connection writes is one encoded JSON-RPC message ending
+    in the encoder's newline; here that newline is replaced by a frame header
+    in front, so a loop turn's messages leave in one socket write, each its
+    own frame. The Writer's logic (flow control, R26, the flush bound) is
+    unchanged; only how a message enters the buffer differs.
+    """
+
+    def write(self, data: bytes) -> None:
+        if self.failed is not None or self._closed:
+            return
+        buf = self._buf
+        size = len(data)
+        newline = data.endswith(b"\n")
+        if newline:
+            size -= 1
+        if size < 126:
+            buf += _SHORT_HEADERS[size]
+        elif size < 65536:
+            buf += _HEADER_16(_FIN_TEXT, 126, size)
+        else:
+            buf += _HEADER_64(_FIN_TEXT, 127, size)
+        buf += data
+        if newline:
+            del buf[-1]
+        if len(buf) >= self._high:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
 
 class _ReadControl:
@@ -210,7 +250,7 @@ class WsPeer(WSListener):
     def on_ws_connected(self, transport: WSTransport) -> None:
         loop = asyncio.get_running_loop()
         self.ws = transport
-        writer = Writer(loop, self.limits)
+        writer = FrameWriter(loop, self.limits)
         out = FrameWriteTransport(transport, self.limits.max_buffered_output_bytes, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
