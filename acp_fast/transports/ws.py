@@ -36,6 +36,7 @@ from ..wire import jsonrpc
 from ..wire.errors import AcpError
 from ..wire.jsonrpc import Request
 from ..wire.limits import Limits
+from .ws_deflate import InflateError, InflateTooBig, PerMessageDeflate, inflate
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 _BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
 
 _FIN_TEXT = 0x81
+_RSV1 = 0x40  # permessage-deflate: this message is compressed
 #: Server frames are unmasked: the header is the first byte and the payload length (RFC 6455 5.2).
 _SHORT_HEADERS = tuple(bytes((_FIN_TEXT, n)) for n in range(126))
 _HEADER_16 = struct.Struct(">BBH").pack
@@ -192,6 +194,27 @@ class FrameWriter(Writer):
             self._loop.call_soon(self._flush)
 
 
+class DeflateFrameWriter(FrameWriter):
+    """A FrameWriter for a connection that agreed on permessage-deflate: each message compressed on its own."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, deflate: PerMessageDeflate) -> None:
+        super().__init__(loop, limits)
+        self._deflate = deflate
+
+    def write(self, data: bytes) -> None:
+        if self.failed is not None or self._closed:
+            return
+        body = self._deflate.compress(memoryview(data)[:-1] if data.endswith(b"\n") else data)
+        buf = self._buf
+        buf += text_frame_header(len(body), _FIN_TEXT | _RSV1)
+        buf += body
+        if len(buf) >= self._high:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+
 class _ReadControl:
     """What the Connection pauses, resumes and closes: the socket's read side."""
 
@@ -226,8 +249,10 @@ class WsPeer(WSListener):
         limits: Limits,
         on_start: Callable[[WsPeer], None],
         first_method: str | None = "initialize",
+        deflate: PerMessageDeflate | None = None,
     ) -> None:
         self.connection_id = connection_id
+        self.deflate = deflate
         self.limits = limits
         self._on_start = on_start
         self._first_method = first_method
@@ -238,6 +263,7 @@ class WsPeer(WSListener):
         self.binary_frames = 0
         self._fragments: bytearray | None = None
         self._fragment_kind: WSMsgType | None = None
+        self._fragments_compressed = False
         self._frames_since_end = 0
         self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
         self._socket_paused = False
@@ -250,7 +276,8 @@ class WsPeer(WSListener):
     def on_ws_connected(self, transport: WSTransport) -> None:
         loop = asyncio.get_running_loop()
         self.ws = transport
-        writer = FrameWriter(loop, self.limits)
+        deflate = self.deflate
+        writer = FrameWriter(loop, self.limits) if deflate is None else DeflateFrameWriter(loop, self.limits, deflate)
         out = FrameWriteTransport(transport, self.limits.max_buffered_output_bytes, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
@@ -261,12 +288,15 @@ class WsPeer(WSListener):
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
-        if kind is WSMsgType.TEXT:
+        if frame.rsv1 or frame.rsv2 or frame.rsv3:
+            self._extension_frame(frame)
+        elif kind is WSMsgType.TEXT:
             if frame.fin:
                 self._deliver(frame.get_payload_as_memoryview())
             else:
                 self._fragment_kind = WSMsgType.TEXT
                 self._fragments = bytearray(frame.get_payload_as_memoryview())
+                self._fragments_compressed = False
         elif kind is WSMsgType.CONTINUATION:
             self._continue(frame)
         elif kind is WSMsgType.BINARY:
@@ -333,6 +363,41 @@ class WsPeer(WSListener):
         self._hold(_BY_OUTPUT, False)
 
     # -- input -----------------------------------------------------------------------------------
+    def _extension_frame(self, frame: WSFrame) -> None:
+        """A frame with a reserved bit set: the first frame of a compressed message, else a protocol error.
+
+        Only RSV1, only with permessage-deflate agreed, and only on the first
+        frame of a data message (RFC 7692 section 6.1); anything else closes 1002.
+        """
+        kind = frame.msg_type
+        if frame.rsv2 or frame.rsv3 or self.deflate is None or kind not in (WSMsgType.TEXT, WSMsgType.BINARY):
+            self._fragments = self._fragment_kind = None
+            self.close(CLOSE_PROTOCOL_ERROR, b"reserved bit set without an extension that defines it")
+            return
+        if kind is WSMsgType.BINARY:
+            self.binary_frames += 1
+            if not frame.fin:
+                self._fragment_kind = WSMsgType.BINARY
+            return
+        if frame.fin:
+            self._inflate_and_deliver(frame.get_payload_as_memoryview())
+        else:
+            self._fragment_kind = WSMsgType.TEXT
+            self._fragments = bytearray(frame.get_payload_as_memoryview())
+            self._fragments_compressed = True
+
+    def _inflate_and_deliver(self, payload: bytes | bytearray | memoryview) -> None:
+        """Inflate one compressed message, never past ``max_line_bytes`` (1009 beyond), and deliver it."""
+        try:
+            message = inflate(payload, self.limits.max_line_bytes)
+        except InflateTooBig:
+            self.close(CLOSE_TOO_BIG, b"message exceeds the size limit")
+            return
+        except InflateError:
+            self.close(CLOSE_PROTOCOL_ERROR, b"invalid compressed message")
+            return
+        self._deliver(message)
+
     def _continue(self, frame: WSFrame) -> None:
         if self._fragment_kind is WSMsgType.BINARY:
             if frame.fin:
@@ -349,7 +414,11 @@ class WsPeer(WSListener):
             return
         if frame.fin:
             self._fragments = self._fragment_kind = None
-            self._deliver(bytes(buf))
+            if self._fragments_compressed:
+                self._fragments_compressed = False
+                self._inflate_and_deliver(buf)
+            else:
+                self._deliver(bytes(buf))
 
     def _deliver(self, payload: bytes | memoryview) -> None:
         conn = self.conn
