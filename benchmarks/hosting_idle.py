@@ -1,6 +1,6 @@
 """Hosting: idle initialized connections held by one process, RSS per connection, set-up rate, cancel latency.
 
-    python benchmarks/hosting_idle.py [--connections 2000] [--cancels 200] [--sdk]
+    python benchmarks/hosting_idle.py [--connections 2000] [--cancels 200] [--sdk] [--updates N] [--deflate-rss]
 
 Starts ``acp-fast demo --listen 127.0.0.1:PORT`` (uvloop) and, with
 ``--sdk``, the official Python SDK's ASGI app (``acp.http.asgi``, its
@@ -26,6 +26,11 @@ WebSocket profile) serving acp_fast/bench/sdk_demo_agent.py under uvicorn
   does), from the echo server pushing N pre-encoded update-sized frames in a
   loop (``push``: no per-update work at all) and, with ``--sdk``, the SDK's app.
 
+With ``--deflate-rss``: the RSS per idle initialized connection again, opened
+by a ``websockets`` client that offers permessage-deflate, against the server
+without ``--ws-deflate`` (the offer declined) and with it (agreed, requests
+and answers compressed).
+
 The connection, cancel and floor measurements are acp_fast/bench/hosting.py's
 and ws_load.py's, shared with ``acp-fast bench --hosting``. The machine is
 shared and has 2 cores: quote ratios from one run.
@@ -34,6 +39,8 @@ shared and has 2 cores: quote ratios from one run.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -49,6 +56,7 @@ from acp_fast.bench.hosting import (
     free_port,
     measure_host,
     raise_fd_limit,
+    rss_kib,
     ws_floor_argv,
 )
 from acp_fast.bench.ws_load import cancel_latency, updates_per_s
@@ -64,6 +72,41 @@ def _wait_listening(port: int) -> None:
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on {port}")
+
+
+async def _deflate_idle_rss(url: str, pid: int, n: int) -> tuple[float, int]:
+    """KiB of server RSS per idle initialized connection opened by a ``websockets`` client offering deflate.
+
+    Returns (KiB per connection, connections on which deflate was agreed); the
+    client compresses its requests and inflates the answers when it was.
+    """
+    from websockets.asyncio.client import ClientConnection, connect
+
+    async def call(ws: ClientConnection, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        while True:
+            msg = json.loads(await ws.recv())
+            if msg.get("id") == rid and "method" not in msg:
+                return dict(msg)
+
+    async def open_one() -> ClientConnection:
+        ws = await connect(url, compression="deflate", max_size=None)
+        await call(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await call(ws, 2, "session/new", {"cwd": "/tmp", "mcpServers": []})
+        return ws
+
+    for ws in [await open_one() for _ in range(20)]:
+        await ws.close()
+    await asyncio.sleep(1.0)
+    before = rss_kib(pid)
+    held: list[ClientConnection] = []
+    for start in range(0, n, 100):
+        held.extend(await asyncio.gather(*(open_one() for _ in range(min(100, n - start)))))
+    await asyncio.sleep(1.0)
+    after = rss_kib(pid)
+    agreed = sum(1 for ws in held if ws.protocol.extensions)
+    await asyncio.gather(*(ws.close() for ws in held))
+    return (after - before) / n, agreed
 
 
 def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> dict[str, float]:
@@ -108,6 +151,12 @@ def main() -> None:
     parser.add_argument("--cancels", type=int, default=200)
     parser.add_argument("--updates", type=int, default=0, help="session/update throughput: this many in total")
     parser.add_argument("--sdk", action="store_true", help="also measure the official SDK's ASGI app under uvicorn")
+    parser.add_argument(
+        "--deflate-rss",
+        action="store_true",
+        help="RSS per idle connection from a websockets client offering permessage-deflate, server with and "
+        "without --ws-deflate",
+    )
     parser.add_argument("--sdk-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sdk_child:
@@ -172,6 +221,22 @@ def main() -> None:
         print("floor agent cancel  " + "  ".join(f"{k}={v:.1f}" for k, v in agent.items()), flush=True)
         print(f"cancel p50 / floor agent's cancel p50 = {result['cancel_p50_us'] / agent['p50_us']:.2f}")
         print(f"cancel p99 / floor agent's cancel p99 = {result['cancel_p99_us'] / agent['p99_us']:.2f}")
+    if args.deflate_rss:
+        import uvloop
+
+        for flag in ([], ["--ws-deflate"]):
+            port = free_port()
+            cmd = demo_server_argv(port, args.connections) + flag
+            proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
+            try:
+                _wait_listening(port)
+                url = f"ws://127.0.0.1:{port}/acp"
+                kib, agreed = uvloop.run(_deflate_idle_rss(url, proc.pid, args.connections))
+            finally:
+                proc.terminate()
+                proc.wait()
+            label = "deflate on " if flag else "deflate off"
+            print(f"{label}  kib_per_conn={kib:.1f}  deflate agreed on {agreed} of {args.connections}", flush=True)
     if args.sdk:
         port = free_port()
         cmd = [sys.executable, __file__, "--sdk-child", str(port)]
