@@ -81,7 +81,7 @@ async def updates_per_s(url: str, conns: int, n: int, *, push: bool = False) -> 
     """``conns`` connections each stream ``n`` updates at once (``stream N 0``); updates received per second."""
     from picows import WSMsgType
 
-    opened = [await _open(url, push) for _ in range(conns)]
+    opened = await asyncio.gather(*(_open(url, push) for _ in range(conns)))
     t0 = time.perf_counter()
     for transport, _c, sid in opened:
         transport.send(WSMsgType.TEXT, f"push {n}".encode() if push else _prompt(9, sid, f"stream {n} 0"))
