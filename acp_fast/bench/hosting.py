@@ -292,11 +292,14 @@ async def run_hosting(connections: int, cancels: int, updates: int = WS_UPDATES)
     raise_fd_limit()
     port = free_port()
 
-    async def host_and_updates(proc: asyncio.subprocess.Process) -> dict[str, float]:
-        url = f"ws://127.0.0.1:{port}/acp"
-        return {**await measure_host(url, proc.pid, connections, cancels), **await throughput(url, updates)}
-
-    ours: dict[str, float] = await _with_server(demo_server_argv(port, connections), port, host_and_updates)
+    ours: dict[str, float] = await _with_server(
+        demo_server_argv(port, connections),
+        port,
+        lambda proc: measure_host(f"ws://127.0.0.1:{port}/acp", proc.pid, connections, cancels),
+    )
+    port = free_port()  # a fresh server: the last one is still ending the connections it held
+    updates_url = f"ws://127.0.0.1:{port}/acp"
+    ours.update(await _with_server(demo_server_argv(port, 100), port, lambda _proc: throughput(updates_url, updates)))
     port = free_port()
 
     async def echo_and_push(_proc: asyncio.subprocess.Process) -> dict[str, float]:
