@@ -51,6 +51,7 @@ _HELP = {
     "max_running_prompts": "--listen: prompts running at once across all connections",
     "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
     "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
+    "ws_deflate": "--listen: accept permessage-deflate when a client offers it, without context takeover",
     "ping_interval_s": "--listen: ping a connection idle this long",
     "ping_timeout_s": "--listen: close a connection whose ping is unanswered this long",
     "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
@@ -100,6 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     group = common.add_argument_group("limits")
     for f in fields(Limits):
         default = getattr(Limits(), f.name)
+        if isinstance(default, bool):  # a switch: --ws-deflate / --no-ws-deflate
+            group.add_argument(
+                "--" + f.name.replace("_", "-"),
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=f"{_HELP[f.name]} (default {'on' if default else 'off'})",
+            )
+            continue
         group.add_argument(
             "--" + f.name.replace("_", "-"),
             type=type(default),

@@ -188,11 +188,14 @@ def _hosting(runner: Runner, sizes: Sizes) -> None:
         for scenario in SCENARIOS:
             runner.unsupported(scenario, "acp_fast", why)
         return
-    log(f"hosting: {sizes.ws_connections} WebSocket connections held, {sizes.cancels} cancels, echo floor")
+    log(
+        f"hosting: {sizes.ws_connections} WebSocket connections held, {sizes.cancels} cancels, "
+        f"{sizes.updates_one} updates; echo, push and agent floors"
+    )
 
     async def measure() -> None:
         try:
-            results = await run_hosting(sizes.ws_connections, sizes.cancels)
+            results = await run_hosting(sizes.ws_connections, sizes.cancels, sizes.updates_one)
         except Exception as exc:  # a server that did not start or a connection that failed: one FAILED row each
             for scenario in SCENARIOS:
                 runner.failed(scenario, "acp_fast", f"{type(exc).__name__}: {exc}")
