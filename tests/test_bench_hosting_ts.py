@@ -37,7 +37,7 @@ def test_ts_sdk_target_measures_setup_rss_and_cancel(monkeypatch: pytest.MonkeyP
     _need_ts_agent()
     monkeypatch.setattr(hosting_ts, "MEASURE_TIMEOUT_S", 60.0)  # a hang guard only; the run takes a few seconds
     rows = asyncio.run(hosting_ts.run_ts_hosting(connections=6, cancels=3))
-    assert set(rows) == set(hosting.SCENARIOS)
+    assert set(rows) == set(hosting_ts.SCENARIOS)
     setup = rows["ws_setup_per_s"][hosting_ts.TARGET]
     assert setup["n"] == 6 and setup["per_s"] > 0, setup
     rss = rows["ws_idle_rss"][hosting_ts.TARGET]
@@ -51,7 +51,7 @@ def test_ts_sdk_target_without_node_is_unsupported(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(hosting_ts.shutil, "which", lambda _name: None)
     rows = asyncio.run(hosting_ts.run_ts_hosting(connections=6, cancels=3))
     why = "node/ts sdk not found: node is not on PATH"
-    assert rows == {scenario: {hosting_ts.TARGET: {"unsupported": why}} for scenario in hosting.SCENARIOS}
+    assert rows == {scenario: {hosting_ts.TARGET: {"unsupported": why}} for scenario in hosting_ts.SCENARIOS}
 
 
 def test_ts_sdk_target_without_node_modules_names_the_missing_folder(
@@ -69,7 +69,7 @@ def test_ts_sdk_target_without_node_modules_names_the_missing_folder(
 def test_bench_hosting_shows_an_unsupported_ts_sdk_column_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async def measured(connections: int, cancels: int) -> dict[str, dict[str, Any]]:
+    async def measured(connections: int, cancels: int, updates: int = 0) -> dict[str, dict[str, Any]]:
         return {
             "ws_setup_per_s": {"acp_fast": {"per_s": 100.0, "n": connections, "correct": True}},
             "ws_idle_rss": {"acp_fast": {"kib_per_conn": 20.0, "n": connections, "correct": True}},
@@ -86,7 +86,7 @@ def test_bench_hosting_shows_an_unsupported_ts_sdk_column_and_says_why(
     assert driver.main(["--targets", "", "--hosting", "--json", str(out), "--no-plot"]) == 0
     why = "node/ts sdk not found: node is not on PATH"
     results = json.loads(out.read_text())["results"]
-    for scenario in hosting.SCENARIOS:
+    for scenario in hosting_ts.SCENARIOS:
         assert results[scenario]["ts-sdk"] == {"unsupported": why}
         assert results[scenario]["acp_fast"]["correct"] is True
     captured = capsys.readouterr()
@@ -108,7 +108,7 @@ def _fake_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) ->
 def test_ts_sdk_agent_that_exits_at_start_gives_failed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_agent(tmp_path, monkeypatch, "process.exit(3);\n")
     rows = asyncio.run(hosting_ts.run_ts_hosting(connections=2, cancels=1))
-    for scenario in hosting.SCENARIOS:
+    for scenario in hosting_ts.SCENARIOS:
         value = rows[scenario][hosting_ts.TARGET]
         assert value["correct"] is False and "exited with 3" in value["error"], value
 
@@ -136,6 +136,6 @@ server.listen(port, "127.0.0.1");
     _fake_agent(tmp_path, monkeypatch, silent)
     monkeypatch.setattr(hosting_ts, "MEASURE_TIMEOUT_S", 1.0)
     rows = asyncio.run(hosting_ts.run_ts_hosting(connections=2, cancels=1))
-    for scenario in hosting.SCENARIOS:
+    for scenario in hosting_ts.SCENARIOS:
         value = rows[scenario][hosting_ts.TARGET]
         assert value["correct"] is False and value["error"].startswith("TimeoutError"), value

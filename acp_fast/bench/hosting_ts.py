@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .hosting import SCENARIOS, free_port, measure_host, raise_fd_limit, wait_listening
+from .hosting import free_port, measure_host, raise_fd_limit, wait_listening
 
 TARGET = "ts-sdk"
 #: The agent script, in the checkout this package was installed from (editable) or run in.
@@ -62,6 +62,10 @@ async def measure_ts(connections: int, cancels: int) -> dict[str, float]:
         except TimeoutError:
             proc.kill()
             await proc.wait()
+
+
+#: The hosting scenarios this target fills (updates/s is measured by benchmarks/hosting_idle.py --ts).
+SCENARIOS = ("ws_setup_per_s", "ws_idle_rss", "ws_cancel")
 
 
 def rows(result: dict[str, float], connections: int) -> dict[str, dict[str, Any]]:
