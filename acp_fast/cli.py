@@ -51,6 +51,7 @@ _HELP = {
     "max_running_prompts": "--listen: prompts running at once across all connections",
     "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
     "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
+    "ws_deflate": "--listen: accept permessage-deflate when a client offers it, without context takeover",
     "ping_interval_s": "--listen: ping a connection idle this long",
     "ping_timeout_s": "--listen: close a connection whose ping is unanswered this long",
     "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
@@ -101,6 +102,14 @@ def _parser() -> argparse.ArgumentParser:
     group = common.add_argument_group("limits")
     for f in fields(Limits):
         default = getattr(Limits(), f.name)
+        if isinstance(default, bool):  # a switch: --ws-deflate / --no-ws-deflate
+            group.add_argument(
+                "--" + f.name.replace("_", "-"),
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=f"{_HELP[f.name]} (default {'on' if default else 'off'})",
+            )
+            continue
         group.add_argument(
             "--" + f.name.replace("_", "-"),
             type=type(default),
@@ -144,6 +153,12 @@ def _parser() -> argparse.ArgumentParser:
         help="for agents written on the official SDK: serve its unstable methods "
         "(session/close, fork, resume), as its use_unstable_protocol=True does",
     )
+    serve.add_argument(
+        "--strict",
+        action="store_true",
+        help="for agents written on the official SDK: keep acp_fast's stricter answers (-32600 before "
+        "initialize, -32602 for unknown sessions) instead of the SDK's leniency",
+    )
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
     sub.add_parser(
         "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
@@ -168,7 +183,7 @@ def _is_sdk_agent(obj: object) -> bool:
     return any(callable(getattr(obj, name, None)) for name in _SDK_AGENT_MARKERS)
 
 
-def _load_agent(target: str, unstable: bool = False) -> Agent:
+def _load_agent(target: str, unstable: bool = False, strict: bool = False) -> Agent:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         _fail(f"expected package.module:AgentClass, got {target!r}")
@@ -194,18 +209,19 @@ def _load_agent(target: str, unstable: bool = False) -> Agent:
         from .compat import wrap_sdk_agent  # an agent written on the official SDK
     except ImportError:
         _fail(f"{target} looks like an agent written on the official SDK; serving it needs 'acp-fast[compat]'")
-    wrapped: Agent = wrap_sdk_agent(obj() if isinstance(obj, type) else obj, use_unstable_protocol=unstable)
+    sdk_agent = obj() if isinstance(obj, type) else obj
+    wrapped: Agent = wrap_sdk_agent(sdk_agent, use_unstable_protocol=unstable, strict=strict)
     return wrapped
 
 
-def _agent_factory(target: str, unstable: bool) -> Callable[[], Agent]:
+def _agent_factory(target: str, unstable: bool, strict: bool) -> Callable[[], Agent]:
     """One agent instance per connection: ``target`` must name a class."""
     module_name, _, attr = target.partition(":")
     if not attr:
         raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
     if not isinstance(getattr(importlib.import_module(module_name), attr), type):
         raise SystemExit(f"acp-fast: --listen needs a class (one instance per connection); {target!r} is not one")
-    return lambda: _load_agent(target, unstable=unstable)
+    return lambda: _load_agent(target, unstable=unstable, strict=strict)
 
 
 def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
@@ -218,7 +234,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=pace_ms, unique_ids=True)  # noqa: E731
     else:
         sys.path.insert(0, "")
-        factory = _agent_factory(args.target, args.unstable)
+        factory = _agent_factory(args.target, args.unstable, args.strict)
     authorize = None
     if args.auth_token_env:
         token = os.environ.get(args.auth_token_env, "")
@@ -281,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         agent: Agent = DemoAgent(pace_ms=args.pace_ms)
     else:
         sys.path.insert(0, "")
-        agent = _load_agent(args.target, unstable=args.unstable)
+        agent = _load_agent(args.target, unstable=args.unstable, strict=args.strict)
     from .agent.serve import run_agent
 
     status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze)

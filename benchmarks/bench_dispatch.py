@@ -13,7 +13,8 @@ one chunk (as one pipe read would deliver them) and runs the loop until
 every answer has been written; ``extra_info`` gives the per-message median
 and ``correct`` says whether every answer was the expected one.
 
-Groups: a control request (``session/set_mode``, 64 per round), a prompt
+Groups: a control request (``session/set_mode``, 64 per round), a new session
+(``session/new`` and the demo's start callback, 64 per round, 120 rounds), a prompt
 admission (``session/prompt`` with ``stream 0 0``: admission, task, answer;
 32 per round, one per session, the default pool size), and one update send
 (an ``agent_message_chunk`` written the way each side's agent code writes it:
@@ -45,6 +46,8 @@ from acp_fast.wire.limits import Limits
 CONTROLS_PER_ROUND = 64
 PROMPTS_PER_ROUND = 32
 UPDATES_PER_ROUND = 64
+NEW_SESSIONS_PER_ROUND = 64
+NEW_SESSION_ROUNDS = 120  # with the warm-up, 7,936 sessions: under Limits.max_sessions (10,000)
 
 
 class _Sink:
@@ -226,6 +229,36 @@ def test_dispatch_prompt_admission(benchmark: Any, loop_kind: str, impl: str) ->
             d.get("result", {}).get("stopReason") == "end_turn" for d in decoded
         )
         _record(benchmark, PROMPTS_PER_ROUND, correct)
+        assert correct, decoded[:3]
+    finally:
+        _close(w)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_dispatch_new_session(benchmark: Any, loop_kind: str, impl: str) -> None:
+    """session/new with the demo's start callback (an available_commands_update, R22 phase two).
+
+    A fixed number of rounds: every round opens NEW_SESSIONS_PER_ROUND sessions for
+    good, and one acp_fast connection holds at most Limits.max_sessions.
+    """
+    w, _ = _setup(loop_kind, impl, 1)
+    try:
+        chunk = _lines(
+            [
+                _request(9000 + i, "session/new", {"cwd": "/tmp", "mcpServers": []})
+                for i in range(NEW_SESSIONS_PER_ROUND)
+            ]
+        )
+        benchmark.group = f"dispatch session/new, {NEW_SESSIONS_PER_ROUND} per round ({loop_kind})"
+        answers = benchmark.pedantic(
+            w.round, (chunk, NEW_SESSIONS_PER_ROUND), rounds=NEW_SESSION_ROUNDS, warmup_rounds=2
+        )
+        decoded = [orjson.loads(a) for a in answers]
+        correct = len(decoded) == NEW_SESSIONS_PER_ROUND and all(
+            isinstance(d.get("result", {}).get("sessionId"), str) and "modes" in d["result"] for d in decoded
+        )
+        _record(benchmark, NEW_SESSIONS_PER_ROUND, correct)
         assert correct, decoded[:3]
     finally:
         _close(w)

@@ -1,11 +1,13 @@
 """Per-request CPU of the inline path, in process: µs per pipelined request, optionally profiled.
 
-    python benchmarks/per_request.py [--method set_mode|new] [--n 100000] [--chunk 256] [--profile]
+    python benchmarks/per_request.py [--method set_mode|new] [--n 100000] [--chunk 256] [--profile] [--gc-default]
 
 Feeds ``n`` pipelined requests, ``chunk`` lines per read, through the product
 read path (ReadProtocol -> LineFramer -> Connection -> AgentServer with the
 demo agent -> Writer) into an in-memory sink on uvloop, and prints the
-median (and min) CPU µs per request over five runs. Issue 15's end-to-end numbers come from
+median (and min) CPU µs per request over five runs. The collector is set up as
+``acp-fast demo`` sets it (``gc.freeze`` and ``YOUNG_GC_THRESHOLD``, see
+agent/serve.py) unless ``--gc-default`` keeps CPython's defaults. Issue 15's end-to-end numbers come from
 ``acp-fast bench``; this isolates the connection layer from the pipes.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import pstats
 import statistics
 import sys
@@ -23,6 +26,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dispatch import _close, _lines, _request, _setup
+
+from acp_fast.agent.serve import YOUNG_GC_THRESHOLD
 
 
 def _chunks(method: str, n: int, chunk: int, session: str, first_id: int) -> list[bytes]:
@@ -65,7 +70,11 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--gc-default", action="store_true", help="keep CPython's collector settings")
     a = ap.parse_args()
+    if not a.gc_default:  # as the served agent runs (run_agent with freeze_gc, the CLI's default)
+        gc.freeze()
+        gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
     if a.method == "new":
         a.n = min(a.n, 9000)  # one connection holds at most Limits.max_sessions (10,000)
     if a.profile:

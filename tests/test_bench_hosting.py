@@ -16,7 +16,8 @@ from acp_fast.bench import driver, hosting
 def test_hosting_scenario_measures_acp_fast_and_the_echo_floor(tmp_path: Path) -> None:
     pytest.importorskip("picows")
     out = tmp_path / "bench.json"
-    argv = ["--targets", "", "--hosting", "--ws-connections", "20", "--cancels", "3", "--json", str(out), "--no-plot"]
+    argv = ["--targets", "", "--hosting", "--ws-connections", "20", "--cancels", "3", "--updates-one", "400"]
+    argv += ["--json", str(out), "--no-plot"]
     proc = subprocess.run(
         [sys.executable, "-m", "acp_fast", "bench", *argv], capture_output=True, text=True, timeout=180
     )
@@ -28,7 +29,18 @@ def test_hosting_scenario_measures_acp_fast_and_the_echo_floor(tmp_path: Path) -
     for target in ("acp_fast", "floor"):
         value = results["ws_cancel"][target]
         assert value["correct"] is True and value["p50_us"] > 0, (target, value)
+    for scenario in ("ws_cancel_vs_agent",):
+        for target in ("acp_fast", "floor"):
+            value = results[scenario][target]
+            assert value["correct"] is True and value["p50_us"] > 0, (scenario, target, value)
+    for scenario in ("ws_updates_1", "ws_updates_100", "ws_push_1", "ws_push_100"):
+        for target in ("acp_fast", "floor"):
+            assert results[scenario][target]["per_s"] > 0, (scenario, target)
+    assert results["ws_updates_1"]["acp_fast"] == results["ws_push_1"]["acp_fast"]  # one measurement, two floors
     assert "| WS cancel p50 (us; floor: echo) |" in proc.stdout
+    assert "| WS updates/s, 1 connection (floor: agent) |" in proc.stdout
+    assert "| WS updates/s, 100 connections (floor: pre-encoded push) |" in proc.stdout
+    assert "WS updates/s (100 connections) >= 0.7x WS floor agent" in proc.stdout
     assert "| cancel idle p50 (us) |" not in proc.stdout  # no stdio target ran, so no stdio rows
     assert "WS cancel p50 <= 2x WS echo floor p50" in proc.stdout
 

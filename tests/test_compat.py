@@ -391,3 +391,20 @@ def test_cli_serve_unstable_flag_serves_the_sdk_agents_unstable_methods(unstable
             assert answer["error"]["code"] == -32601, answer
         agent.close_stdin()
         assert agent.wait() == 0
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
+def test_cli_serve_strict_flag_keeps_acp_fasts_answers_for_an_sdk_agent(strict: bool) -> None:
+    """`serve --strict` is `wrap_sdk_agent(strict=True)`: an unknown session is -32602, not handed to the agent."""
+    from tests.helpers import AgentProcess
+
+    args = ["serve", "tests.test_compat:UnstableSdkAgent", "--unstable", *(["--strict"] if strict else [])]
+    with AgentProcess(*args) as agent:
+        agent.initialize()
+        answer = agent.call("session/close", {"sessionId": "never-made"})
+        if strict:
+            assert answer["error"]["code"] == -32602, answer
+        else:
+            assert answer.get("result") == {}, answer  # the SDK's way: the agent decides
+        agent.close_stdin()
+        assert agent.wait() == 0

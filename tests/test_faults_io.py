@@ -159,7 +159,10 @@ def test_r26_regular_file_stdin_honours_pause_like_a_pipe(tmp_path: Path) -> Non
         for _ in range(notes):
             f.write(note)  # never answered, only read
         f.write(probe)
-    with AgentProcess("demo", "--log-level", "debug", read_stdout=False, stdin_path=str(stdin)) as agent:
+    # A small inbox keeps what may legitimately wait for dispatch (8 notes, 512 KiB) far below
+    # the bound, so allocator noise cannot reach it while a read-ahead of the file still would.
+    args = ("demo", "--log-level", "debug", "--max-inbox", "8")
+    with AgentProcess(*args, read_stdout=False, stdin_path=str(stdin)) as agent:
         agent.wait_stderr("event loop:")
         base = agent.status("VmRSS")
         agent.wait_stderr("stdout is backed up")  # input must pause here, the file included

@@ -6,6 +6,7 @@ import pytest
 
 from acp_fast.cli import main
 from acp_fast.demo import DemoAgent
+from acp_fast.wire.limits import Limits
 
 INSTANCE = DemoAgent()  # an instance, not a class: --listen needs one agent per connection
 
@@ -25,3 +26,15 @@ def test_listen_arguments_refused_with_a_reason(argv: list[str], message: str, m
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert message in str(exc.value.code)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"), [([], False), (["--ws-deflate"], True), (["--ws-deflate", "--no-ws-deflate"], False)]
+)
+def test_ws_deflate_is_off_unless_the_flag_turns_it_on(
+    flags: list[str], expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Limits] = []
+    monkeypatch.setattr("acp_fast.hosting.run_host", lambda _factory, _address, limits, **_kw: seen.append(limits))
+    main(["demo", "--listen", "127.0.0.1:0", *flags])
+    assert [limits.ws_deflate for limits in seen] == [expected]

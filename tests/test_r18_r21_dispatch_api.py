@@ -363,3 +363,32 @@ def test_r21_spawned_task_outliving_the_grace_period_is_cancelled_and_joined(run
         assert task.cancelled()
 
     run(body())
+
+
+@pytest.mark.parametrize("fault", ["hangs", "cancelled-inside"])
+def test_r14_a_shutdown_hook_that_hangs_or_is_cancelled_cannot_stop_the_shutdown(
+    run: Any, caplog: pytest.LogCaptureFixture, fault: str
+) -> None:
+    """R14: the shutdown ends even when a hook (an MCP provider's disconnect, say) never returns."""
+
+    async def body() -> None:
+        h = ConnectionHarness(limits=Limits(shutdown_grace_s=0.01, abort_join_s=0.01))
+        after: list[str] = []
+
+        async def bad_hook() -> None:
+            if fault == "hangs":
+                await asyncio.Event().wait()
+            raise asyncio.CancelledError  # as a library that swallows and re-raises the wrong cancel
+
+        async def next_hook() -> None:
+            after.append("ran")
+
+        h.conn.on_shutdown(bad_hook)
+        h.conn.on_shutdown(next_hook)
+        await asyncio.wait_for(close_and_check(h), timeout=30)  # only turns a hang into a failure
+        assert after == ["ran"]  # the hooks after the bad one still ran
+
+    with caplog.at_level(logging.ERROR, logger="acp_fast"):
+        run(body())
+    expected = "did not finish by the shutdown deadline" if fault == "hangs" else "was cancelled from inside"
+    assert any(expected in r.getMessage() and "bad_hook" in r.getMessage() for r in caplog.records)

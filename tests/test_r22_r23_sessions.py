@@ -6,6 +6,7 @@ current task and reports the ordered-handler deadlock like R21.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import orjson
@@ -245,6 +246,59 @@ def test_r22_more_new_sessions_than_the_spawn_limit_all_get_their_callback_in_or
         agent.gate.set()
         await h.wait_for(lambda: len(agent.started) == 10)
         assert agent.started == sids
+        await close_and_check(h)
+
+    run(body())
+
+
+_START_VAR: contextvars.ContextVar[str | None] = contextvars.ContextVar("start_var", default=None)
+
+
+class TaskBoundStartAgent(Agent):
+    """Session "a" waits under a timeout and a task group; the others finish at once; "bad" raises."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.opened: list[str] = []
+        self.seen: dict[str, Any] = {}
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any], **kwargs: Any) -> dict[str, Any]:
+        sid = ["a", "bad", "c", "d"][len(self.opened)]
+        self.opened.append(sid)
+        return {"sessionId": sid}
+
+    async def on_session_start(self, session_id: str) -> None:
+        inherited = _START_VAR.get()
+        _START_VAR.set(session_id)
+        if session_id == "bad":
+            raise RuntimeError("a start callback that fails")
+        if session_id == "a":
+            task = asyncio.current_task()
+            async with asyncio.timeout(30), asyncio.TaskGroup() as group:
+                group.create_task(self.gate.wait())
+            self.seen["a"] = (inherited, task is not None and asyncio.current_task() is task, _START_VAR.get())
+        else:
+            self.seen[session_id] = (inherited, _START_VAR.get())
+            self.gate.set()
+        await self.client.available_commands_update(session_id, [])  # output: wakes Harness.wait_for
+
+
+def test_r22_start_callbacks_keep_their_task_and_context_and_a_failure_stops_no_other(
+    run: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A callback that waits keeps one task throughout (timeouts, task groups), each callback sees
+    only its own context changes, and one that raises is logged while the later ones still run."""
+
+    async def body() -> None:
+        agent = TaskBoundStartAgent()
+        h = Harness(agent)
+        await h.initialize()
+        ids = [h.request("session/new", {"cwd": CWD, "mcpServers": []}) for _ in range(4)]
+        for i in ids:
+            assert "result" in await h.response(i)
+        await h.wait_for(lambda: len(agent.seen) == 3)
+        assert agent.seen == {"a": (None, True, "a"), "c": (None, "c"), "d": (None, "d")}
+        assert any(r.levelname == "ERROR" and "bad" in r.getMessage() for r in caplog.records)
         await close_and_check(h)
 
     run(body())

@@ -233,7 +233,10 @@ class Agent:
     # -- hooks ------------------------------------------------------------------------------
     async def on_session_start(self, session_id: str) -> None:
         """Runs in a spawned task after the session/new (load, resume, fork) response is
-        written: the place for ``available_commands_update`` and the like (R22)."""
+        written: the place for ``available_commands_update`` and the like (R22).
+
+        Each call has a context of its own. Calls that finish without waiting run one
+        after another in one task; one that waits keeps that task until it returns."""
 
     async def on_turn_end(self, session_id: str, stop_reason: str) -> None:
         """Runs after every turn, however it ended ("failed" and "aborted" included)."""

@@ -151,34 +151,64 @@ class MethodSpec:
     def parse(self, params: Any) -> dict[str, Any]:
         """Validate wire params and return handler kwargs (snake_case).
 
-        Runs for every request: plain type checks are inline comparisons,
-        the rest one call each.
+        Runs for every request: the walk over the fields is compiled
+        (``_walk_fields`` says what it does); plain type checks are inline
+        comparisons, the rest one call each.
         """
         if type(params) is not dict:
             if params is not None:
                 raise InvalidParams(f"Invalid params for {self.method}: expected an object")
             params = {}
-        kwargs: dict[str, Any] = {}
-        for wire, py, kind, check, required in self._steps:
-            value = params.get(wire)
-            if value is None:
-                if required:
-                    raise InvalidParams(
-                        f"Invalid params for {self.method}: missing required field {wire!r}",
-                        {"field": wire},
-                    )
-                kwargs[py] = None
-            elif type(value) is kind or (kind is None and check(value)):
-                kwargs[py] = value
-            else:
-                raise InvalidParams(
-                    f"Invalid params for {self.method}: field {wire!r} must be {_EXPECT[check]}",
-                    {"field": wire},
-                )
-        meta = params.get("_meta")
-        if meta is not None and type(meta) is dict:
-            kwargs["field_meta"] = meta
-        return kwargs
+        got = _walk(params, self._steps)
+        if type(got) is dict:
+            return got
+        wire, _py, _kind, check, _required = self._steps[got]  # type: ignore[index]
+        if params.get(wire) is None:
+            raise InvalidParams(
+                f"Invalid params for {self.method}: missing required field {wire!r}", {"field": wire}
+            )
+        raise InvalidParams(
+            f"Invalid params for {self.method}: field {wire!r} must be {_EXPECT[check]}", {"field": wire}
+        )
+
+
+def _walk_fields(params: dict[str, Any], steps: tuple[_Step, ...]) -> dict[str, Any] | int:
+    """The kwargs for ``params``, or the index of the first field that is missing or ill-typed.
+
+    A missing or null field is None in the kwargs, or the failure when it is
+    required; a present one must be of the exact type, or pass ``check``
+    when there is none. A ``_meta`` object becomes ``field_meta`` (anything
+    else there is dropped, not refused).
+    """
+    kwargs: dict[str, Any] = {}
+    for i, (wire, py, kind, check, required) in enumerate(steps):
+        value = params.get(wire)
+        if value is None:
+            if required:
+                return i
+            kwargs[py] = None
+        elif type(value) is kind or (kind is None and check(value)):
+            kwargs[py] = value
+        else:
+            return i
+    meta = params.get("_meta")
+    if meta is not None and type(meta) is dict:
+        kwargs["field_meta"] = meta
+    return kwargs
+
+
+#: The field walk ``parse`` uses: the compiled one (wire/_decode.pyx) unless
+#: ACP_FAST_NO_EXTENSIONS=1 or it is not built; same results
+#: (tests/test_methods_params.py holds them to it).
+_walk: Callable[[dict[str, Any], tuple[_Step, ...]], dict[str, Any] | int] = _walk_fields
+WALK_IMPLEMENTATION = "python"
+if os.environ.get("ACP_FAST_NO_EXTENSIONS") != "1":
+    try:
+        from ..wire._decode import walk_fields as _walk
+    except ImportError:
+        pass
+    else:
+        WALK_IMPLEMENTATION = "c"
 
 
 _C, _B = Lane.CONTROL, Lane.BACKGROUND

@@ -10,13 +10,14 @@ snapshot (R02, R08); cancellation and shutdown follow cancel.py and pool.py.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..peer.connection import Connection, IncomingRequest
+from ..peer import inline
+from ..peer.connection import Connection, IncomingRequest, State
 from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound, ServerBusy
 from ..wire.jsonrpc import Notification
 from .base import CAPABILITY_OF, Agent, Turn, _current_context, _current_turn, implements
@@ -25,7 +26,7 @@ from .context import Context
 from .mcp_bridge import McpBridge
 from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
-from .sessions import Session, SessionTable
+from .sessions import Session, SessionTable, new_session_id
 from .validate import enabled as validation_enabled
 from .validate import install as install_validation
 
@@ -142,6 +143,7 @@ class AgentServer:
         self._start_scheduled = False
         self._starts_running = 0
         self._max_starts = max(1, self.limits.max_spawned // 2)
+        self._start_hook = type(agent).on_session_start is not Agent.on_session_start
         self._idle_timer: asyncio.TimerHandle | None = None
         on_server = getattr(agent, "on_server", None)  # an adapter (compat) claims requests first
         if on_server is not None:
@@ -350,10 +352,11 @@ class AgentServer:
         modes = result.get("modes")
         if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
             session.mode_id = modes["currentModeId"]
-        self._to_start.append(session_id)
-        if not self._start_scheduled:  # one callback per loop turn starts the sessions opened in it
-            self._start_scheduled = True
-            self.conn.loop.call_soon(self._start_sessions)
+        if self._start_hook:  # the base hook does nothing: no phase two to schedule
+            self._to_start.append(session_id)
+            if not self._start_scheduled:  # one callback per loop turn starts the sessions opened in it
+                self._start_scheduled = True
+                self.conn.loop.call_soon(self._start_sessions)
         return session
 
     def _check_start_room(self) -> None:
@@ -365,31 +368,81 @@ class AgentServer:
             )
 
     def _start_sessions(self) -> None:
-        """Phase two of R22: the user's callbacks, spawned after the responses are written.
+        """Phase two of R22: the user's callbacks, after the responses are written.
 
-        At most half of max_spawned run at once; the rest wait here, in order,
-        and start as those end. A client pipelining session/new otherwise fills
-        the spawn limit with callbacks parked behind a full pipe (answers never
-        wait, so that pipe stays full while the client keeps asking).
+        Started by starter tasks (``_run_starts``), at most half of
+        max_spawned at once; the queue keeps the rest in order. A client
+        pipelining session/new otherwise fills the spawn limit with callbacks
+        parked behind a full pipe (answers never wait, so that pipe stays full
+        while the client keeps asking).
         """
         self._start_scheduled = False
         queue = self._to_start
-        while queue and self._starts_running < self._max_starts:
-            session_id = queue.popleft()
-            if session_id not in self.sessions or self.conn.state.value != "open":
-                continue
-            try:
-                self.conn.spawn(
-                    self.agent.on_session_start(session_id),
-                    name=f"acp.session_start:{session_id}",
-                    on_done=self._session_started,
-                )
-            except ServerBusy as exc:  # other spawned work fills the limit; the rest still start
-                log.warning("on_session_start(%r) not run: %s", session_id, exc.message)
-                continue
-            self._starts_running += 1
+        if not queue or self._starts_running >= self._max_starts:
+            return
+        if self.conn.state is not State.OPEN:
+            queue.clear()
+            return
+        self._starts_running += 1
+        try:
+            self.conn.spawn(self._run_starts(), name="acp.session_start", on_done=self._starter_done)
+        except ServerBusy as exc:  # other spawned work fills the limit
+            self._starts_running -= 1
+            if self._starts_running == 0:  # no starter will come back for them
+                for session_id in queue:
+                    log.warning("on_session_start(%r) not run: %s", session_id, exc.message)
+                queue.clear()
 
-    def _session_started(self, _task: asyncio.Task[Any]) -> None:
+    async def _run_starts(self) -> None:
+        """Run queued start callbacks, in order, each in a context of its own, in this task.
+
+        A callback that finishes without suspending (an announcement written
+        to an unblocked pipe) costs no task of its own: a task per session
+        was a fifth of a pipelined session/new. One that suspends keeps this
+        task for the rest of its run, exactly as if it had been spawned alone
+        (``current_task``, timeouts and task groups see one task throughout),
+        and another starter takes the rest of the queue meanwhile.
+        """
+        queue = self._to_start
+        sessions = self.sessions
+        conn = self.conn
+        hook = self.agent.on_session_start
+        while queue and conn.state is State.OPEN:
+            session_id = queue.popleft()
+            if session_id not in sessions:
+                continue
+            coro = hook(session_id)
+            context = contextvars.copy_context()
+            try:
+                first = context.run(coro.send, None)
+            except StopIteration:
+                continue
+            except BaseException as exc:
+                self._start_failed(session_id, exc)
+                continue
+            if queue and not self._start_scheduled:  # the next sessions start beside this one
+                self._start_scheduled = True
+                conn.loop.call_soon(self._start_sessions)
+            try:
+                await inline.Resume(coro, first, context=context)
+            except BaseException as exc:
+                self._start_failed(session_id, exc)
+
+    def _start_failed(self, session_id: str, exc: BaseException) -> None:
+        """A start callback raised: logged as a spawned task's failure is; the starter goes on.
+
+        A cancellation of the starter task itself ends it (shutdown).
+        """
+        if isinstance(exc, asyncio.CancelledError):
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise exc
+            return
+        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+            raise exc
+        log.error("on_session_start(%r) failed", session_id, exc_info=exc)
+
+    def _starter_done(self, _task: asyncio.Task[Any]) -> None:
         self._starts_running -= 1
         if self._to_start and not self._start_scheduled:
             self._start_sessions()
@@ -397,9 +450,15 @@ class AgentServer:
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.check_capacity()
         self._check_start_room()
-        result = dict(await self.agent.new_session(**kw) or {})
-        if "sessionId" not in result:  # the uuid only when needed: it costs more than the rest of this
-            result["sessionId"] = f"sess_{uuid.uuid4().hex}"
+        if len(kw) == 3:  # no _meta: named arguments cost less than unpacking the dict
+            call = self.agent.new_session(
+                cwd=kw["cwd"], mcp_servers=kw["mcp_servers"], additional_directories=kw["additional_directories"]
+            )
+        else:
+            call = self.agent.new_session(**kw)
+        result = dict(await call or {})
+        if "sessionId" not in result:
+            result["sessionId"] = new_session_id("sess_")
         session_id = result["sessionId"]
         self._open(session_id, kw, result)
         return result
@@ -421,7 +480,7 @@ class AgentServer:
         self._check_start_room()
         result = dict(await self.agent.fork_session(**kw) or {})
         if "sessionId" not in result:
-            result["sessionId"] = f"sess_{uuid.uuid4().hex}"
+            result["sessionId"] = new_session_id("sess_")
         new_id = result["sessionId"]
         self._open(new_id, kw, result)
         return result
@@ -446,7 +505,10 @@ class AgentServer:
 
     async def _set_mode(self, kw: Kwargs) -> dict[str, Any]:
         session = self.sessions.get(kw["session_id"])
-        result = await self.agent.set_session_mode(**kw)
+        if len(kw) == 2:  # no _meta: named arguments cost less than unpacking the dict
+            result = await self.agent.set_session_mode(session_id=kw["session_id"], mode_id=kw["mode_id"])
+        else:
+            result = await self.agent.set_session_mode(**kw)
         session.mode_id = kw["mode_id"]
         return result or {}
 

@@ -144,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.hosting:
         _hosting(runner, sizes)
         names += [n for n in ("acp_fast", "floor") if n not in names]
+        if any("ts-sdk" in per for per in runner.results.values()):
+            names.append("ts-sdk")
     seconds = time.monotonic() - started
     cheap = {name: sup.cheap_method for name, sup in runner.support.items()}
     report: dict[str, Any] = {"meta": meta(opts, argv, seconds, cheap), "results": runner.results}
@@ -177,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _hosting(runner: Runner, sizes: Sizes) -> None:
     """The WebSocket scenario, after the stdio ones (its servers are separate processes)."""
+    from . import hosting_ts
     from .hosting import SCENARIOS, missing_extra, run_hosting
 
     why = missing_extra()
@@ -185,18 +188,32 @@ def _hosting(runner: Runner, sizes: Sizes) -> None:
         for scenario in SCENARIOS:
             runner.unsupported(scenario, "acp_fast", why)
         return
-    log(f"hosting: {sizes.ws_connections} WebSocket connections held, {sizes.cancels} cancels, echo floor")
+    log(
+        f"hosting: {sizes.ws_connections} WebSocket connections held, {sizes.cancels} cancels, "
+        f"{sizes.updates_one} updates; echo, push and agent floors"
+    )
 
     async def measure() -> None:
         try:
-            results = await run_hosting(sizes.ws_connections, sizes.cancels)
+            results = await run_hosting(sizes.ws_connections, sizes.cancels, sizes.updates_one)
         except Exception as exc:  # a server that did not start or a connection that failed: one FAILED row each
             for scenario in SCENARIOS:
                 runner.failed(scenario, "acp_fast", f"{type(exc).__name__}: {exc}")
-            return
-        for scenario, per in results.items():
+        else:
+            for scenario, per in results.items():
+                for target, value in per.items():
+                    runner.put(scenario, target, value)
+        ts_why = hosting_ts.missing()
+        if ts_why is not None:
+            log(f"hosting: {hosting_ts.TARGET} unsupported: {ts_why}")
+        else:
+            log(f"hosting: {hosting_ts.TARGET} (the TypeScript SDK's AcpServer on node), same connections and cancels")
+        for scenario, per in (await hosting_ts.run_ts_hosting(sizes.ws_connections, sizes.cancels)).items():
             for target, value in per.items():
-                runner.put(scenario, target, value)
+                if "error" in value:
+                    runner.failed(scenario, target, value["error"])
+                else:
+                    runner.put(scenario, target, value)
 
     _run_loop(measure)
 

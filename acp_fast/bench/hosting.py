@@ -27,6 +27,7 @@ import socket
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,7 +43,18 @@ CANCEL_SIZED = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId
 #: Connections opened at once while measuring the set-up rate.
 SETUP_BATCH = 100
 #: The scenarios this module fills (report.py shows their rows only when present).
-SCENARIOS = ("ws_setup_per_s", "ws_idle_rss", "ws_cancel")
+SCENARIOS = (
+    "ws_setup_per_s",
+    "ws_idle_rss",
+    "ws_cancel",
+    "ws_cancel_vs_agent",
+    "ws_updates_1",
+    "ws_updates_100",
+    "ws_push_1",
+    "ws_push_100",
+)
+#: Updates streamed per throughput round: by one connection, then by 100 connections together.
+WS_UPDATES = 20000
 #: Seconds a server may take to listen (the SDK's imports are slow on a loaded machine).
 LISTEN_TIMEOUT_S = 30.0
 
@@ -110,6 +122,11 @@ def demo_server_argv(port: int, connections: int) -> list[str]:
 
 def echo_server_argv(port: int) -> list[str]:
     return [sys.executable, "-m", "acp_fast.bench.hosting", "--echo", str(port)]
+
+
+def ws_floor_argv(port: int) -> list[str]:
+    """The WebSocket floor agent (ws_floor.py), run as a script that imports nothing of acp_fast."""
+    return [sys.executable, "-P", str(Path(__file__).with_name("ws_floor.py")), str(port)]
 
 
 async def measure_host(url: str, pid: int, n: int, cancels: int) -> dict[str, float]:
@@ -268,28 +285,65 @@ async def _with_server(argv: list[str], port: int, measure: Any) -> Any:
         await proc.wait()
 
 
-async def run_hosting(connections: int, cancels: int) -> dict[str, dict[str, Any]]:
+async def run_hosting(connections: int, cancels: int, updates: int = WS_UPDATES) -> dict[str, dict[str, Any]]:
     """The scenario's results by scenario name, then target (``acp_fast``, ``floor``), as the bench records them."""
+    from .ws_load import cancel_latency, throughput
+
     raise_fd_limit()
     port = free_port()
+
     ours: dict[str, float] = await _with_server(
         demo_server_argv(port, connections),
         port,
         lambda proc: measure_host(f"ws://127.0.0.1:{port}/acp", proc.pid, connections, cancels),
     )
+    port = free_port()  # a fresh server: the last one is still ending the connections it held
+    updates_url = f"ws://127.0.0.1:{port}/acp"
+    ours.update(await _with_server(demo_server_argv(port, 100), port, lambda _proc: throughput(updates_url, updates)))
     port = free_port()
-    floor: dict[str, float] = await _with_server(
-        echo_server_argv(port), port, lambda _proc: echo_rtt(f"ws://127.0.0.1:{port}/", max(cancels, 100))
-    )
+
+    async def echo_and_push(_proc: asyncio.subprocess.Process) -> dict[str, float]:
+        url = f"ws://127.0.0.1:{port}/"
+        return {**await echo_rtt(url, max(cancels, 100)), **await throughput(url, updates, push=True)}
+
+    floor: dict[str, float] = await _with_server(echo_server_argv(port), port, echo_and_push)
+    port = free_port()
+
+    async def floor_agent(_proc: asyncio.subprocess.Process) -> dict[str, float]:
+        url = f"ws://127.0.0.1:{port}/"
+        cancel = await cancel_latency(url, max(cancels, 100))
+        return {**{f"cancel_{k}": v for k, v in cancel.items()}, **await throughput(url, updates)}
+
+    agent: dict[str, float] = await _with_server(ws_floor_argv(port), port, floor_agent)
     correct = ours["wrong_answers"] == 0
-    return {
+    results: dict[str, dict[str, Any]] = {
         "ws_setup_per_s": {"acp_fast": {"per_s": ours["setup_per_s"], "n": connections, "correct": True}},
         "ws_idle_rss": {"acp_fast": {"kib_per_conn": ours["kib_per_conn"], "n": connections, "correct": True}},
         "ws_cancel": {
             "acp_fast": {"p50_us": ours["cancel_p50_us"], "p99_us": ours["cancel_p99_us"], "correct": correct},
             "floor": {"p50_us": floor["echo_p50_us"], "p99_us": floor["echo_p99_us"], "correct": True},
         },
+        "ws_cancel_vs_agent": {
+            "acp_fast": {"p50_us": ours["cancel_p50_us"], "p99_us": ours["cancel_p99_us"], "correct": correct},
+            "floor": {
+                "p50_us": agent["cancel_p50_us"],
+                "p99_us": agent["cancel_p99_us"],
+                "correct": agent["cancel_wrong_answers"] == 0,
+            },
+        },
     }
+    # ws_updates_*: the floor is the picows+orjson agent (the goal's yardstick); ws_push_*: the pre-encoded push.
+    for conns in (1, 100):
+        key = f"updates_{conns}_per_s"
+        results[f"ws_updates_{conns}"] = {
+            "acp_fast": {"per_s": ours[key], "n": updates, "correct": True},
+            "floor": {"per_s": agent[key], "n": updates, "correct": True},
+        }
+        results[f"ws_push_{conns}"] = {
+            "acp_fast": {"per_s": ours[key], "n": updates, "correct": True},
+            "floor": {"per_s": floor[key], "n": updates, "correct": True},
+        }
+    return results
 
 
 def _main() -> None:

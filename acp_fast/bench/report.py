@@ -50,6 +50,14 @@ ROWS: list[tuple[str, str, str, bool, str]] = [
     ("WS RSS per idle connection (KiB)", "ws_idle_rss", "kib_per_conn", True, "{:,.1f}"),
     ("WS cancel p50 (us; floor: echo)", "ws_cancel", "p50_us", True, "{:,.0f}"),
     ("WS cancel p99 (us; floor: echo)", "ws_cancel", "p99_us", True, "{:,.0f}"),
+    # the floor here: a bare picows+orjson agent answering the same prompts (bench/ws_floor.py)
+    ("WS cancel p50 (us; floor: agent)", "ws_cancel_vs_agent", "p50_us", True, "{:,.0f}"),
+    ("WS cancel p99 (us; floor: agent)", "ws_cancel_vs_agent", "p99_us", True, "{:,.0f}"),
+    ("WS updates/s, 1 connection (floor: agent)", "ws_updates_1", "per_s", False, "{:,.0f}"),
+    ("WS updates/s, 100 connections (floor: agent)", "ws_updates_100", "per_s", False, "{:,.0f}"),
+    # the floor here: picows pushing pre-encoded frames in a loop, no per-update work
+    ("WS updates/s, 1 connection (floor: pre-encoded push)", "ws_push_1", "per_s", False, "{:,.0f}"),
+    ("WS updates/s, 100 connections (floor: pre-encoded push)", "ws_push_100", "per_s", False, "{:,.0f}"),
 ]
 
 
@@ -79,9 +87,10 @@ def _cell(value: dict[str, Any] | None, key: str, fmt: str) -> str:
 
 
 def ratio_columns(names: Sequence[str]) -> list[tuple[str, str]]:
-    """(numerator, denominator) pairs shown as ratio columns: acp_fast and each --agent against sdk and floor."""
-    tops = [n for n in names if n not in ("sdk", "floor")]
-    return [(a, b) for a in tops for b in ("sdk", "floor") if b in names]
+    """(numerator, denominator) pairs shown as ratio columns: acp_fast and each --agent against the SDKs and floor."""
+    peers = ("sdk", "ts-sdk", "floor")
+    tops = [n for n in names if n not in peers]
+    return [(a, b) for a in tops for b in peers if b in names]
 
 
 def table(results: dict[str, dict[str, Any]], names: Sequence[str]) -> str:
@@ -153,6 +162,11 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
     bound(f"updates/s ({n} prompts) >= 0.7x floor", f"updates_per_s_{n}", "per_s", "floor", 0.7, False)
     if "ws_cancel" in results:
         bound("WS cancel p50 <= 2x WS echo floor p50", "ws_cancel", "p50_us", "floor", 2.0, True)
+        bound("WS cancel p99 <= 2x WS echo floor p99", "ws_cancel", "p99_us", "floor", 2.0, True)
+    for conns in (1, 100):
+        if f"ws_updates_{conns}" in results:
+            text = f"WS updates/s ({conns} connection{'s' * (conns > 1)}) >= 0.7x WS floor agent"
+            bound(text, f"ws_updates_{conns}", "per_s", "floor", 0.7, False)
     mine, bare = _get(results, "handshake", "acp_fast", "p50_ms"), _get(results, "handshake", BARE, "p50_ms")
     if mine is not None and bare:
         out.append(Goal("handshake <= 1.3x bare python start", mine / bare <= 1.3, f"{mine / bare:.2f}x"))

@@ -45,6 +45,7 @@ from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
 from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
+from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
 from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
@@ -336,8 +337,12 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
         connection_id = uuid.uuid4().hex
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal))
-        response = WSUpgradeResponse.create_101_response({CONNECTION_ID_HEADER: connection_id})
+        extra = {CONNECTION_ID_HEADER: connection_id}
+        deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
+        if deflate is not None:
+            extra[EXTENSIONS_HEADER] = deflate.response
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal), deflate=deflate)
+        response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
     def _principal(self, headers: Mapping[str, str]) -> str | None:

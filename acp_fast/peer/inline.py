@@ -80,25 +80,32 @@ class Resume:
     the coroutine all along: results are sent in, exceptions (task
     cancellation included) are thrown in. ``cancelled``: the task was
     cancelled before it took over; ``first`` is cancelled and the error
-    thrown in at once, as ``Task.cancel`` would have done.
+    thrown in at once, as ``Task.cancel`` would have done. ``context``: every
+    later step runs in it too (the one the first step ran in), so the
+    coroutine keeps its own context variables inside the awaiting task.
     """
 
-    __slots__ = ("cancelled", "coro", "first")
+    __slots__ = ("cancelled", "context", "coro", "first")
 
     def __init__(
-        self, coro: Coroutine[Any, Any, None], first: Any, cancelled: BaseException | None = None
+        self,
+        coro: Coroutine[Any, Any, Any],
+        first: Any,
+        cancelled: BaseException | None = None,
+        context: contextvars.Context | None = None,
     ) -> None:
         self.coro = coro
         self.first = first
         self.cancelled = cancelled
+        self.context = context
 
     def __await__(self) -> Generator[Any, Any, None]:
-        coro, value = self.coro, self.first
+        coro, value, context = self.coro, self.first, self.context
         if self.cancelled is not None:
             if asyncio.isfuture(value):
                 value.cancel()
             try:
-                value = coro.throw(self.cancelled)
+                value = coro.throw(self.cancelled) if context is None else context.run(coro.throw, self.cancelled)
             except StopIteration:
                 return
         while True:
@@ -106,11 +113,11 @@ class Resume:
                 sent = yield value
             except BaseException as exc:
                 try:
-                    value = coro.throw(exc)
+                    value = coro.throw(exc) if context is None else context.run(coro.throw, exc)
                 except StopIteration:
                     return
             else:
                 try:
-                    value = coro.send(sent)
+                    value = coro.send(sent) if context is None else context.run(coro.send, sent)
                 except StopIteration:
                     return

@@ -4,8 +4,10 @@ A message-oriented transport needs no line framer: each complete text
 message goes straight to the Connection's ``feed_line`` (the same decoder,
 inbox and dispatch as stdio), and ``feed_end`` follows the last frame of a
 socket read, so inline dispatch and answer coalescing behave as they do
-over a pipe. The Writer still produces newline-terminated messages; the
-write side here turns each line into one text frame.
+over a pipe. On the way out, ``FrameWriter`` frames each message as it is
+queued (header in front, the encoder's newline dropped), so the messages of
+one loop turn leave as consecutive text frames in one socket write, exactly
+as lines coalesce over stdio.
 
 Socket close is EOF for the Connection (R13-R15 via R27): the shutdown that
 follows cancels and answers what was running. Flow control is the socket's:
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import struct
 from collections.abc import Callable
 from typing import cast
 
@@ -32,6 +36,7 @@ from ..wire import jsonrpc
 from ..wire.errors import AcpError
 from ..wire.jsonrpc import Request
 from ..wire.limits import Limits
+from .ws_deflate import InflateError, InflateTooBig, PerMessageDeflate, inflate
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +51,21 @@ CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
 _BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
 
-#: Above this payload size picows's ``send`` hands the transport ``writelines([header, payload])``
-#: with the header as a view of its own reused buffer; see ``FrameWriteTransport.write``.
-_PICOWS_COPY_LIMIT = 8192
-_HEADER_ROOM = 14  # the largest frame header, written in front of the payload
+_FIN_TEXT = 0x81
+_RSV1 = 0x40  # permessage-deflate: this message is compressed
+#: Server frames are unmasked: the header is the first byte and the payload length (RFC 6455 5.2).
+_SHORT_HEADERS = tuple(bytes((_FIN_TEXT, n)) for n in range(126))
+_HEADER_16 = struct.Struct(">BBH").pack
+_HEADER_64 = struct.Struct(">BBQ").pack
+
+
+def text_frame_header(size: int, first_byte: int = _FIN_TEXT) -> bytes:
+    """The header of one unmasked frame (server to client) with a ``size``-byte payload."""
+    if size < 126:
+        return _SHORT_HEADERS[size] if first_byte == _FIN_TEXT else bytes((first_byte, size))
+    if size < 65536:
+        return _HEADER_16(first_byte, 126, size)
+    return _HEADER_64(first_byte, 127, size)
 
 
 def _reply_code(received: WSCloseCode) -> WSCloseCode:
@@ -67,6 +83,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self._ws = ws
         self._on_close_sent = on_close_sent
         self._tcp = ws.underlying_transport
+        self._fd = self._tcp.get_extra_info("socket").fileno()
         self._max_buffered = max_buffered
         self._closing = False
         self.lost = False
@@ -75,39 +92,30 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self.close_reason = b""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Send each line as one text frame.
+        """Hand frames already built by ``FrameWriter`` to the socket, and enforce the output cap.
 
-        A payload over picows's copy limit is framed in a buffer of our own
-        (``send_reuse_external_bytearray``) rather than with ``send``: ``send``
-        passes such a frame to ``writelines`` with its header as a view of a
-        buffer picows reuses for the next frame, and uvloop and the selector
-        transport of Python 3.12+ keep that view, not a copy, while the socket
-        is backed up, so a client that reads slowly would receive corrupt
-        headers. That ``writelines`` (3.12.0-3.12.8, 3.13.0-3.13.1) also never
-        pauses the protocol at the high-water mark, which R26 relies on.
+        Frames go straight to the TCP transport, not through picows's
+        ``send``: one write for all the frames of a loop turn, and no frame
+        header in a buffer picows reuses (its ``send`` passes large payloads
+        to ``writelines`` with the header as a view of that buffer, which the
+        loop may keep while the socket is backed up).
         """
         if self._closing:
             return
-        view = memoryview(data)
-        raw = bytes(view) if type(data) is memoryview else data
-        ws = self._ws
-        text = WSMsgType.TEXT
-        start, n = 0, len(view)
-        while start < n:
-            end = raw.find(b"\n", start)  # orjson escapes newlines inside strings: each is a message end
-            if end < 0:
-                end = n
-            if end - start > _PICOWS_COPY_LIMIT:
-                frame = bytearray(_HEADER_ROOM)
-                frame += view[start:end]
-                ws.send_reuse_external_bytearray(text, frame, _HEADER_ROOM)
-            elif end > start:
-                ws.send(text, view[start:end])
-            start = end + 1
-        if self._tcp.get_write_buffer_size() > self._max_buffered:
+        tcp = self._tcp
+        if not tcp.get_write_buffer_size():
+            try:
+                sent = os.write(self._fd, data)
+            except OSError:  # EAGAIN, or a socket that failed: the transport queues or reports it
+                sent = 0
+            if sent == len(data):
+                return
+            data = memoryview(data)[sent:]
+        tcp.write(data)
+        if tcp.get_write_buffer_size() > self._max_buffered:
             log.warning(
                 "closing a connection whose client is not reading: %d bytes queued (limit %d)",
-                self._tcp.get_write_buffer_size(),
+                tcp.get_write_buffer_size(),
                 self._max_buffered,
             )
             self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
@@ -152,6 +160,61 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self._closing = True
 
 
+class FrameWriter(Writer):
+    """The Writer of one WebSocket: each queued message becomes one text frame in the coalescing buffer.
+
+    Every message the Connection writes is one encoded JSON-RPC message ending
+    in the encoder's newline; here that newline is replaced by a frame header
+    in front, so a loop turn's messages leave in one socket write, each its
+    own frame. The Writer's logic (flow control, R26, the flush bound) is
+    unchanged; only how a message enters the buffer differs.
+    """
+
+    def write(self, data: bytes) -> None:
+        if self.failed is not None or self._closed:
+            return
+        buf = self._buf
+        size = len(data)
+        newline = data.endswith(b"\n")
+        if newline:
+            size -= 1
+        if size < 126:
+            buf += _SHORT_HEADERS[size]
+        elif size < 65536:
+            buf += _HEADER_16(_FIN_TEXT, 126, size)
+        else:
+            buf += _HEADER_64(_FIN_TEXT, 127, size)
+        buf += data
+        if newline:
+            del buf[-1]
+        if len(buf) >= self._high:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+
+class DeflateFrameWriter(FrameWriter):
+    """A FrameWriter for a connection that agreed on permessage-deflate: each message compressed on its own."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, deflate: PerMessageDeflate) -> None:
+        super().__init__(loop, limits)
+        self._deflate = deflate
+
+    def write(self, data: bytes) -> None:
+        if self.failed is not None or self._closed:
+            return
+        body = self._deflate.compress(memoryview(data)[:-1] if data.endswith(b"\n") else data)
+        buf = self._buf
+        buf += text_frame_header(len(body), _FIN_TEXT | _RSV1)
+        buf += body
+        if len(buf) >= self._high:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+
 class _ReadControl:
     """What the Connection pauses, resumes and closes: the socket's read side."""
 
@@ -186,8 +249,10 @@ class WsPeer(WSListener):
         limits: Limits,
         on_start: Callable[[WsPeer], None],
         first_method: str | None = "initialize",
+        deflate: PerMessageDeflate | None = None,
     ) -> None:
         self.connection_id = connection_id
+        self.deflate = deflate
         self.limits = limits
         self._on_start = on_start
         self._first_method = first_method
@@ -198,6 +263,7 @@ class WsPeer(WSListener):
         self.binary_frames = 0
         self._fragments: bytearray | None = None
         self._fragment_kind: WSMsgType | None = None
+        self._fragments_compressed = False
         self._frames_since_end = 0
         self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
         self._socket_paused = False
@@ -210,7 +276,8 @@ class WsPeer(WSListener):
     def on_ws_connected(self, transport: WSTransport) -> None:
         loop = asyncio.get_running_loop()
         self.ws = transport
-        writer = Writer(loop, self.limits)
+        deflate = self.deflate
+        writer = FrameWriter(loop, self.limits) if deflate is None else DeflateFrameWriter(loop, self.limits, deflate)
         out = FrameWriteTransport(transport, self.limits.max_buffered_output_bytes, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
@@ -221,12 +288,15 @@ class WsPeer(WSListener):
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
-        if kind is WSMsgType.TEXT:
+        if frame.rsv1 or frame.rsv2 or frame.rsv3:
+            self._extension_frame(frame)
+        elif kind is WSMsgType.TEXT:
             if frame.fin:
                 self._deliver(frame.get_payload_as_memoryview())
             else:
                 self._fragment_kind = WSMsgType.TEXT
                 self._fragments = bytearray(frame.get_payload_as_memoryview())
+                self._fragments_compressed = False
         elif kind is WSMsgType.CONTINUATION:
             self._continue(frame)
         elif kind is WSMsgType.BINARY:
@@ -293,6 +363,41 @@ class WsPeer(WSListener):
         self._hold(_BY_OUTPUT, False)
 
     # -- input -----------------------------------------------------------------------------------
+    def _extension_frame(self, frame: WSFrame) -> None:
+        """A frame with a reserved bit set: the first frame of a compressed message, else a protocol error.
+
+        Only RSV1, only with permessage-deflate agreed, and only on the first
+        frame of a data message (RFC 7692 section 6.1); anything else closes 1002.
+        """
+        kind = frame.msg_type
+        if frame.rsv2 or frame.rsv3 or self.deflate is None or kind not in (WSMsgType.TEXT, WSMsgType.BINARY):
+            self._fragments = self._fragment_kind = None
+            self.close(CLOSE_PROTOCOL_ERROR, b"reserved bit set without an extension that defines it")
+            return
+        if kind is WSMsgType.BINARY:
+            self.binary_frames += 1
+            if not frame.fin:
+                self._fragment_kind = WSMsgType.BINARY
+            return
+        if frame.fin:
+            self._inflate_and_deliver(frame.get_payload_as_memoryview())
+        else:
+            self._fragment_kind = WSMsgType.TEXT
+            self._fragments = bytearray(frame.get_payload_as_memoryview())
+            self._fragments_compressed = True
+
+    def _inflate_and_deliver(self, payload: bytes | bytearray | memoryview) -> None:
+        """Inflate one compressed message, never past ``max_line_bytes`` (1009 beyond), and deliver it."""
+        try:
+            message = inflate(payload, self.limits.max_line_bytes)
+        except InflateTooBig:
+            self.close(CLOSE_TOO_BIG, b"message exceeds the size limit")
+            return
+        except InflateError:
+            self.close(CLOSE_PROTOCOL_ERROR, b"invalid compressed message")
+            return
+        self._deliver(message)
+
     def _continue(self, frame: WSFrame) -> None:
         if self._fragment_kind is WSMsgType.BINARY:
             if frame.fin:
@@ -309,7 +414,11 @@ class WsPeer(WSListener):
             return
         if frame.fin:
             self._fragments = self._fragment_kind = None
-            self._deliver(bytes(buf))
+            if self._fragments_compressed:
+                self._fragments_compressed = False
+                self._inflate_and_deliver(buf)
+            else:
+                self._deliver(bytes(buf))
 
     def _deliver(self, payload: bytes | memoryview) -> None:
         conn = self.conn

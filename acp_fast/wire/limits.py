@@ -105,6 +105,13 @@ MAX_RUNNING_PROMPTS = 10_000
 #: the socket is closed with 1008 instead of growing the process's memory.
 MAX_BUFFERED_OUTPUT_BYTES = 4 * MiB
 
+#: Negotiate permessage-deflate (RFC 7692) when a client offers it. Off by
+#: default: every message then costs a compression (and each compressed one a
+#: decompression), and the small messages ACP streams gain little without
+#: context takeover, which acp_fast never agrees to (it would hold zlib state
+#: per connection); worth it for clients on slow links.
+WS_DEFLATE = False
+
 #: Initial read buffer of a WebSocket connection. picows grows it for larger
 #: frames; 2 KiB instead of its 16 KiB default halved the RSS of an idle
 #: connection (13.9 vs 27.9 KiB, benchmarks/ws_libraries.py).
@@ -155,6 +162,7 @@ class Limits:
     max_running_prompts: int = MAX_RUNNING_PROMPTS
     max_buffered_output_bytes: int = MAX_BUFFERED_OUTPUT_BYTES
     ws_read_buffer_bytes: int = WS_READ_BUFFER_BYTES
+    ws_deflate: bool = WS_DEFLATE
     ping_interval_s: float = PING_INTERVAL_S
     ping_timeout_s: float = PING_TIMEOUT_S
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
@@ -182,5 +190,6 @@ _ZERO_OK = frozenset(
         "detached_session_timeout_s",
         "write_low_water",
         "drain_flush_s",
+        "ws_deflate",
     }
 )

@@ -57,7 +57,16 @@ function signal() {
   };
 }
 
-async function walk(url) {
+/** `ws.WebSocket` (which offers permessage-deflate by default) that records each 101's extensions. */
+const extensionAnswers = [];
+class DeflateRecordingWebSocket extends WebSocket {
+  constructor(...args) {
+    super(...args);
+    this.on("upgrade", (res) => extensionAnswers.push(res.headers["sec-websocket-extensions"]));
+  }
+}
+
+async function walk(url, WebSocketClass = RecordingWebSocket) {
   const updates = [];
   const permissionRequests = [];
   const seen = signal();
@@ -76,7 +85,7 @@ async function walk(url) {
     updates
       .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk")
       .map((u) => u.update.content.text);
-  const stream = createWebSocketStream(url, { WebSocket: RecordingWebSocket });
+  const stream = createWebSocketStream(url, { WebSocket: WebSocketClass });
   await app.connectWith(stream, async (agent) => {
     const prompt = (sid, text) =>
       agent.request(acp.methods.agent.session.prompt, { sessionId: sid, prompt: [{ type: "text", text }] });
@@ -112,6 +121,22 @@ async function walk(url) {
   });
 }
 
+/** `acp-fast demo --listen` on a free port with `extra` flags; resolves once it listens. */
+async function startDemo(extra = []) {
+  const port = await freePort();
+  const args = ["-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", `127.0.0.1:${port}`, ...extra];
+  const child = spawn(PYTHON, args, { cwd: ROOT, stdio: ["ignore", "inherit", "pipe"] });
+  const exited = once(child, "exit");
+  let stderr = "";
+  await new Promise((resolve) => {
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+      if (stderr.includes("serving ACP over WebSocket")) resolve();
+    });
+  });
+  return { child, exited, url: `ws://127.0.0.1:${port}/acp` };
+}
+
 test("TS SDK WebSocket clients walk acp-fast demo --listen, 20 at once", async () => {
   const logged = [];
   const originalError = console.error;
@@ -119,26 +144,35 @@ test("TS SDK WebSocket clients walk acp-fast demo --listen, 20 at once", async (
     logged.push(args);
     originalError(...args);
   };
-  const port = await freePort();
-  const child = spawn(PYTHON, ["-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", `127.0.0.1:${port}`], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "pipe"],
-  });
-  const exited = once(child, "exit");
-  let stderr = "";
-  const listening = new Promise((resolve) => {
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-      if (stderr.includes("serving ACP over WebSocket")) resolve();
-    });
-  });
+  const { child, exited, url } = await startDemo();
   try {
-    await listening;
-    const url = `ws://127.0.0.1:${port}/acp`;
     await Promise.all(Array.from({ length: CLIENTS }, () => walk(url)));
     assert.equal(connectionIds.length, CLIENTS);
     assert.equal(new Set(connectionIds).size, CLIENTS, "each 101 carried a distinct Acp-Connection-Id");
     assert.ok(connectionIds.every((id) => typeof id === "string" && id.length > 0));
+  } finally {
+    child.kill("SIGTERM");
+  }
+  const [code] = await exited;
+  console.error = originalError;
+  assert.equal(code, 0, "the server drains and exits cleanly on SIGTERM");
+  assert.deepEqual(logged, [], "the SDK reported invalid or unexpected messages");
+});
+
+test("with --ws-deflate the ws client's permessage-deflate offer is agreed and the walk holds", async () => {
+  const logged = [];
+  const originalError = console.error;
+  console.error = (...args) => {
+    logged.push(args);
+    originalError(...args);
+  };
+  const { child, exited, url } = await startDemo(["--ws-deflate"]);
+  try {
+    await Promise.all(Array.from({ length: 3 }, () => walk(url, DeflateRecordingWebSocket)));
+    assert.equal(extensionAnswers.length, 3);
+    for (const answer of extensionAnswers) {
+      assert.equal(answer, "permessage-deflate; server_no_context_takeover; client_no_context_takeover");
+    }
   } finally {
     child.kill("SIGTERM");
   }
