@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -176,7 +177,7 @@ class HttpChannel(asyncio.Protocol):
     def _send_all(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         conn = self._h11
         headers = [*headers, (b"Content-Length", str(len(body)).encode())]
-        out = conn.send(h11.Response(status_code=status, headers=headers))
+        out = conn.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
         if body:
             out = (out or b"") + (conn.send(h11.Data(data=body)) or b"")
         out = (out or b"") + (conn.send(h11.EndOfMessage()) or b"")
@@ -216,7 +217,7 @@ class HttpChannel(asyncio.Protocol):
         self.sink = sink
         self._streaming = True
         self.transport.set_write_buffer_limits(high=0, low=0)
-        self.transport.write(self._h11.send(h11.Response(status_code=200, headers=head)) or b"")
+        self.transport.write(self._h11.send(h11.Response(status_code=200, headers=head, reason=b"OK")) or b"")
 
     def send(self, data: bytes) -> None:
         if self.lost or not self._streaming:
@@ -285,3 +286,11 @@ class _CaseInsensitive(dict[str, str]):
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and super().__contains__(key.lower())
+
+
+def _reason(status: int) -> bytes:
+    """The standard reason phrase: optional in HTTP/1.1, but logs and people read it."""
+    try:
+        return HTTPStatus(status).phrase.encode("ascii")
+    except ValueError:
+        return b""
