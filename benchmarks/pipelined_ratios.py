@@ -8,7 +8,9 @@ per burst after a warm-up share, targets taking turns, the median of the
 timed bursts) ``--reps`` times, without the rest of the run, so one change to
 the dispatch path can be measured before and after in about a minute. The
 ratios are taken per repetition (acp_fast ÷ floor of the same repetition);
-their medians and ranges are printed, then the raw rates as JSON.
+their medians and ranges are printed, and those of the agents' CPU time per
+request (acp_fast ÷ floor: above 1 means acp_fast spends more), then the raw
+figures as JSON.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ async def _main(a: argparse.Namespace) -> None:
     for t in runner.opts.targets:
         runner.support[t.name] = await probe(t, 10.0)
     ratios: dict[str, list[float]] = {row: [] for row in ROWS}
+    cpu: dict[str, list[float]] = {row: [] for row in ROWS}
     raw: list[dict[str, float]] = []
     for rep in range(a.reps):
         runner.results.clear()
@@ -47,6 +50,10 @@ async def _main(a: argparse.Namespace) -> None:
             mine, floor = per["acp_fast"]["per_s"], per["floor"]["per_s"]
             ratios[row].append(mine / floor)
             got[f"acp_fast {row}"], got[f"floor {row}"] = mine, floor
+            if "cpu_us" in per["acp_fast"] and "cpu_us" in per["floor"]:
+                mine_cpu, floor_cpu = per["acp_fast"]["cpu_us"], per["floor"]["cpu_us"]
+                cpu[row].append(mine_cpu / floor_cpu)
+                got[f"acp_fast {row} cpu_us"], got[f"floor {row} cpu_us"] = mine_cpu, floor_cpu
         raw.append(got)
         print(f"rep {rep + 1}: " + "; ".join(f"{row} {r[-1]:.2f}x" for row, r in ratios.items()), file=sys.stderr)
     for row, values in ratios.items():
@@ -54,6 +61,10 @@ async def _main(a: argparse.Namespace) -> None:
             f"{row}: acp_fast/floor median {statistics.median(values):.2f}x "
             f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} reps)"
         )
+        if cpu[row]:
+            c = cpu[row]
+            print(f"{row}: agent CPU per request, acp_fast/floor median {statistics.median(c):.2f}x "
+                  f"(range {min(c):.2f}-{max(c):.2f})")
     med = {k: statistics.median(r[k] for r in raw) for k in raw[0]}
     print("median req/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items()))
     print(orjson.dumps({"ratios": ratios, "raw": raw}).decode())

@@ -60,11 +60,15 @@ class Latency:
 
 @dataclass(frozen=True)
 class Rate:
-    """``count`` events in ``seconds``; ``correct`` says every event was the expected one."""
+    """``count`` events in ``seconds``; ``correct`` says every event was the expected one.
+
+    ``cpu_ns``: CPU time the agent process ran meanwhile, when it could be read.
+    """
 
     count: int
     seconds: float
     correct: bool
+    cpu_ns: int | None = None
 
     @property
     def per_s(self) -> float:
@@ -89,6 +93,7 @@ class Bursts:
 
     def summary(self) -> dict[str, Any]:
         per = [r.per_s for r in self.rates]
+        cpu = [r.cpu_ns / 1000 / r.count for r in self.rates if r.cpu_ns is not None and r.count]
         return {
             "count": self.rates[0].count if self.rates else 0,
             "bursts": len(per),
@@ -97,6 +102,8 @@ class Bursts:
             "per_s_max": max(per, default=float("nan")),
             "per_s_bursts": per,
             "warmup_per_s": [r.per_s for r in self.warmups],
+            # Median over the bursts of the agent's CPU microseconds per request; absent without /proc.
+            **({"cpu_us": percentile(cpu, 50), "cpu_us_bursts": cpu} if cpu and len(cpu) == len(per) else {}),
             "seconds": sum(r.seconds for r in self.rates),
             "correct": bool(per) and all(r.correct for r in [*self.rates, *self.warmups]),
         }
