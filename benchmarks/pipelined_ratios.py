@@ -1,13 +1,16 @@
-"""Pipelined set_mode and session/new, acp_fast demo against the echo floor, in one run.
+"""The pipelined rows of ``acp-fast bench`` alone, repeated: acp_fast demo against the echo floor.
 
-    python benchmarks/pipelined_ratios.py [--reps 5] [--pipelined 30000] [--new-sessions 8000] [--pin]
+    python benchmarks/pipelined_ratios.py [--reps 5] [--pipelined 15000] [--new-sessions 8000] [--bursts 5] [--pin]
 
-The two throughput rows of ``acp-fast bench`` (same driver, same scenario
-functions, same counts as the full run) without the rest of the run, so one
-change to the dispatch path can be measured before and after in a minute.
-Each repetition spawns a fresh process per target, alternating the targets,
-and the ratios are taken per repetition (acp_fast ÷ floor of the same
-repetition); the medians and spreads of those are printed.
+Runs exactly the bench's pipelined phase (``Runner.pipelined``: set_mode in
+one process per target after a warm-up burst, session/new in a fresh process
+per burst after a warm-up share, targets taking turns, the median of the
+timed bursts) ``--reps`` times, without the rest of the run, so one change to
+the dispatch path can be measured before and after in about a minute. The
+ratios are taken per repetition (acp_fast ÷ floor of the same repetition);
+their medians and ranges are printed, and those of the agents' CPU time per
+request (acp_fast ÷ floor: above 1 means acp_fast spends more), then the raw
+figures as JSON.
 """
 
 from __future__ import annotations
@@ -15,68 +18,64 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from dataclasses import replace
 
 import orjson
 import uvloop
 
 from acp_fast.bench.probe import probe
-from acp_fast.bench.process import AgentProcess
-from acp_fast.bench.scenarios import throughput_requests, throughput_sessions
-from acp_fast.bench.targets import builtin_targets
+from acp_fast.bench.runner import FULL, Options, Runner
+from acp_fast.bench.targets import NO_HOOK_SCENARIO, builtin_targets
 
-
-async def _one(target_name: str, pipelined: int, new_sessions: int, pin: bool) -> tuple[float, float]:
-    target = builtin_targets(sys.executable)[target_name]
-    sup = await probe(target, 10.0)
-    rates: list[float] = []
-    for scenario in ("requests", "sessions"):
-        a = AgentProcess(target, 60.0)
-        await a.start(pin_cpu=1 if pin else None)
-        try:
-            _, sid = await a.handshake()
-            if scenario == "requests":
-                rate = await throughput_requests(a, sid, pipelined, sup)
-            else:
-                rate = await throughput_sessions(a, new_sessions)
-            if not rate.correct:
-                raise RuntimeError(f"{target_name} {scenario}: wrong answers")
-            rates.append(rate.count / rate.seconds)
-        finally:
-            await a.close()
-    return rates[0], rates[1]
+ROWS = {"set_mode": "requests_per_s", "session/new": "sessions_per_s", "session/new, no hook": NO_HOOK_SCENARIO}
 
 
 async def _main(a: argparse.Namespace) -> None:
-    rows: dict[str, list[float]] = {"set_mode": [], "session/new": []}
+    sizes = replace(FULL, pipelined=a.pipelined, new_sessions=a.new_sessions, bursts=a.bursts)
+    known = builtin_targets(sys.executable)
+    runner = Runner(Options(sizes, [known["acp_fast"], known["floor"]], pin=a.pin))
+    for t in runner.opts.targets:
+        runner.support[t.name] = await probe(t, 10.0)
+    ratios: dict[str, list[float]] = {row: [] for row in ROWS}
+    cpu: dict[str, list[float]] = {row: [] for row in ROWS}
     raw: list[dict[str, float]] = []
     for rep in range(a.reps):
-        order = ("acp_fast", "floor") if rep % 2 == 0 else ("floor", "acp_fast")
-        got = {name: await _one(name, a.pipelined, a.new_sessions, a.pin) for name in order}
-        (fr, fs), (lr, ls) = got["acp_fast"], got["floor"]
-        rows["set_mode"].append(fr / lr)
-        rows["session/new"].append(fs / ls)
-        raw.append({"acp_fast_set_mode": fr, "floor_set_mode": lr, "acp_fast_new": fs, "floor_new": ls})
+        runner.results.clear()
+        await runner.pipelined()
+        got: dict[str, float] = {}
+        for row, scenario in ROWS.items():
+            per = runner.results[scenario]
+            if not (per["acp_fast"]["correct"] and per["floor"]["correct"]):
+                raise SystemExit(f"{row}: wrong answers in repetition {rep + 1}")
+            mine, floor = per["acp_fast"]["per_s"], per["floor"]["per_s"]
+            ratios[row].append(mine / floor)
+            got[f"acp_fast {row}"], got[f"floor {row}"] = mine, floor
+            if "cpu_us" in per["acp_fast"] and "cpu_us" in per["floor"]:
+                mine_cpu, floor_cpu = per["acp_fast"]["cpu_us"], per["floor"]["cpu_us"]
+                cpu[row].append(mine_cpu / floor_cpu)
+                got[f"acp_fast {row} cpu_us"], got[f"floor {row} cpu_us"] = mine_cpu, floor_cpu
+        raw.append(got)
+        print(f"rep {rep + 1}: " + "; ".join(f"{row} {r[-1]:.2f}x" for row, r in ratios.items()), file=sys.stderr)
+    for row, values in ratios.items():
         print(
-            f"rep {rep + 1}: set_mode {fr:,.0f} vs {lr:,.0f} req/s ({fr / lr:.2f}x); "
-            f"session/new {fs:,.0f} vs {ls:,.0f} req/s ({fs / ls:.2f}x)",
-            file=sys.stderr,
-            flush=True,
+            f"{row}: acp_fast/floor median {statistics.median(values):.2f}x "
+            f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} reps)"
         )
-    for name, ratios in rows.items():
-        print(
-            f"{name}: acp_fast/floor median {statistics.median(ratios):.2f}x "
-            f"(range {min(ratios):.2f}-{max(ratios):.2f}, {len(ratios)} reps)"
-        )
+        if cpu[row]:
+            c = cpu[row]
+            print(f"{row}: agent CPU per request, acp_fast/floor median {statistics.median(c):.2f}x "
+                  f"(range {min(c):.2f}-{max(c):.2f})")
     med = {k: statistics.median(r[k] for r in raw) for k in raw[0]}
     print("median req/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items()))
-    print(orjson.dumps({"ratios": rows, "raw": raw}).decode())
+    print(orjson.dumps({"ratios": ratios, "raw": raw}).decode())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--pipelined", type=int, default=30000)
-    ap.add_argument("--new-sessions", type=int, default=8000)
+    ap.add_argument("--pipelined", type=int, default=FULL.pipelined)
+    ap.add_argument("--new-sessions", type=int, default=FULL.new_sessions)
+    ap.add_argument("--bursts", type=int, default=FULL.bursts)
     ap.add_argument("--pin", action="store_true")
     uvloop.run(_main(ap.parse_args()))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from acp_fast.bench.stats import PERCENTILE_DEFINITION
-from acp_fast.bench.targets import AGENTS_DIR, FLOOR_SCRIPT, SDK_SCRIPT
+from acp_fast.bench.targets import AGENTS_DIR, FLOOR_SCRIPT, NO_HOOK_SCENARIO, SDK_SCRIPT
 
 SCENARIOS = [
     "handshake",
@@ -32,7 +32,8 @@ SCENARIOS = [
     "memory",
 ]
 TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "300", "--updates-one", "40",
-        "--updates-each", "3", "--sessions", "5", "--new-sessions", "50", "--handshakes", "1"]  # fmt: skip
+        "--updates-each", "3", "--sessions", "5", "--new-sessions", "50", "--handshakes", "1",
+        "--bursts", "2"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -58,6 +59,14 @@ def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path
         assert results["cancel_idle"][target]["n"] == 3
         assert results["requests_per_s"][target]["count"] == 300
         assert results["sessions_per_s"][target]["count"] == 50
+        for scenario in ("requests_per_s", "sessions_per_s"):
+            assert results[scenario][target]["bursts"] == 2 and len(results[scenario][target]["per_s_bursts"]) == 2
+            assert results[scenario][target]["cpu_us"] > 0  # Linux: the agent's CPU time from /proc
+    # The framework-only session/new row: the demo without its start hook, the floor's row beside it.
+    no_hook = results[NO_HOOK_SCENARIO]
+    assert set(no_hook) == {"acp_fast", "floor"} and no_hook["acp_fast"]["correct"] is True
+    assert no_hook["floor"]["per_s"] == results["sessions_per_s"]["floor"]["per_s"]
+    assert "pipelined session/new, no start hook (req/s)" in proc.stdout
     assert "bare" in results["handshake"]
     assert {g["text"] for g in report["goals"]} >= {"every answer was correct"}
     assert "| metric | acp_fast | sdk | floor |" in proc.stdout

@@ -20,11 +20,14 @@ import pytest
 from acp_fast.bench import driver, targets
 from acp_fast.bench.probe import NEEDS, modes_of
 from acp_fast.bench.report import goals, table
-from acp_fast.bench.stats import percentile
+from acp_fast.bench.runner import FULL, QUICK, session_budget
+from acp_fast.bench.stats import Bursts, Rate, percentile
+from acp_fast.wire.limits import MAX_SESSIONS
 
 PARTIAL = Path(__file__).parent / "bench_agents" / "partial_agent.py"
 TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "200", "--updates-one", "20",
-        "--updates-each", "2", "--sessions", "4", "--new-sessions", "20", "--handshakes", "1"]  # fmt: skip
+        "--updates-each", "2", "--sessions", "4", "--new-sessions", "20", "--handshakes", "1",
+        "--bursts", "2"]  # fmt: skip
 
 
 def _measured(value: dict[str, object]) -> bool:
@@ -148,3 +151,22 @@ def test_percentile_is_the_inclusive_quantile() -> None:
     assert percentile(sample, 90) == statistics.quantiles(sample, n=100, method="inclusive")[89]
     with pytest.raises(ValueError):
         percentile(sample, 101)
+
+
+def test_a_pipelined_row_is_the_median_of_its_timed_bursts_and_the_warmup_is_not_timed() -> None:
+    timed = [Rate(100, 1.0, True), Rate(100, 0.25, True), Rate(100, 0.5, True)]
+    got = Bursts(timed, [Rate(100, 0.01, True)]).summary()
+    assert got["per_s"] == 200.0 and got["per_s_bursts"] == [100.0, 400.0, 200.0]
+    assert (got["per_s_min"], got["per_s_max"], got["bursts"], got["count"]) == (100.0, 400.0, 3, 100)
+    assert got["warmup_per_s"] == [10000.0] and got["correct"] is True
+    assert Bursts(timed, [Rate(100, 0.01, False)]).summary()["correct"] is False
+    assert Bursts([*timed, Rate(100, 1.0, False)]).summary()["correct"] is False
+    assert "cpu_us" not in got  # no CPU figures, no CPU row
+    with_cpu = Bursts([Rate(100, 1.0, True, 300_000), Rate(100, 1.0, True, 100_000), Rate(100, 1.0, True, 200_000)])
+    assert with_cpu.summary()["cpu_us"] == 2.0 and with_cpu.summary()["cpu_us_bursts"] == [3.0, 1.0, 2.0]
+
+
+def test_session_new_bursts_stay_under_acp_fasts_session_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert session_budget(FULL) <= MAX_SESSIONS and session_budget(QUICK) <= MAX_SESSIONS
+    assert driver.main(["--targets", "acp_fast", "--new-sessions", "9500", "--no-plot"]) == 2
+    assert "over acp_fast's default limit" in capsys.readouterr().err

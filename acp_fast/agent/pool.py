@@ -44,10 +44,11 @@ class Job:
     __slots__ = ("abandoned", "aborted", "pool", "released", "request", "session", "started", "task", "token")
 
     def __init__(self, pool: BackgroundPool, request: IncomingRequest, session: Session | None) -> None:
+        """A prompt takes its session's turn and its token (PromptInProgress when busy, R07); others get a token."""
         self.pool = pool
         self.request = request
         self.session = session
-        self.token = CancelToken()
+        self.token = CancelToken() if session is None else session.begin_turn(self)
         self.task: asyncio.Task[None] | None = None
         self.started = False
         self.released = False
@@ -106,8 +107,6 @@ class BackgroundPool:
                 {"limit": self.capacity, "inFlight": len(self._jobs)},
             )
         job = Job(self, request, session)
-        if session is not None:
-            job.token = session.begin_turn(job)  # raises PromptInProgress (R07)
         self._jobs[request.id] = job
         return job
 

@@ -41,10 +41,11 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..wire.limits import MAX_SESSIONS
 from .probe import PROBE_TIMEOUT_S
 from .process import WAIT_TIMEOUT_S, log
 from .report import goals, meta, notes, plot, table
-from .runner import FULL, QUICK, Options, Runner, Sizes
+from .runner import FULL, QUICK, Options, Runner, Sizes, session_budget
 from .targets import BUILTIN, TargetError, select_targets
 
 
@@ -122,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = QUICK if args.quick else FULL
     sizes = Sizes(**{f: getattr(args, f) or getattr(base, f) for f in Sizes.__dataclass_fields__})
     wanted = [n.strip() for n in args.targets.split(",") if n.strip()]
+    if "acp_fast" in wanted and session_budget(sizes) > MAX_SESSIONS:
+        print(
+            f"acp-fast bench: (--bursts + 1) x --new-sessions = {session_budget(sizes) - 1} sessions on one "
+            f"connection, over acp_fast's default limit of {MAX_SESSIONS}",
+            file=sys.stderr,
+        )
+        return 2
     skipped: list[str] = []
     try:
         targets = select_targets(

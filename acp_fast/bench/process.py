@@ -24,6 +24,8 @@ import orjson
 from .targets import Target
 
 _NOW = time.perf_counter_ns
+#: The kernel's per-process CPU clock type that counts scheduler runtime (include/linux/posix-timers.h).
+_CPUCLOCK_SCHED = 2
 _NL = orjson.OPT_APPEND_NEWLINE
 
 #: Bytes the driver reads from an agent's stdout in one go.
@@ -429,6 +431,19 @@ class AgentProcess:
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise BenchError(f"{self.target.name}: session/new answered {describe(msg)}")
         return str(result["sessionId"])
+
+    def cpu_ns(self) -> int | None:
+        """CPU time the agent process has run so far (all threads, the running slice included), in ns.
+
+        Read through the process's CPU-time clock (clock_getcpuclockid's
+        encoding: ``(~pid << 3) | CPUCLOCK_SCHED``); None where the system
+        does not offer it. Unlike a rate, it does not depend on whether the
+        scheduler gave the agent a core of its own or the driver's.
+        """
+        try:
+            return time.clock_gettime_ns(((~self.pid) << 3) | _CPUCLOCK_SCHED)
+        except (OSError, AttributeError, OverflowError):
+            return None
 
     def rss_bytes(self) -> int:
         """Resident memory of the spawned process (Linux /proc only)."""

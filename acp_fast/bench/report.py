@@ -23,7 +23,7 @@ from .process import log
 from .runner import Options
 from .scenarios import BUSY_STREAMS, PROMPTS_AT_ONCE
 from .stats import PERCENTILE_DEFINITION
-from .targets import BARE, BARE_IMPORTS
+from .targets import BARE, BARE_IMPORTS, NO_HOOK_SCENARIO
 
 # (label, scenario, key, lower is better, format)
 ROWS: list[tuple[str, str, str, bool, str]] = [
@@ -39,6 +39,10 @@ ROWS: list[tuple[str, str, str, bool, str]] = [
     ("set_mode 31 busy p99 (us)", "control_busy", "p99_us", True, "{:,.0f}"),
     ("pipelined set_mode (req/s)", "requests_per_s", "per_s", False, "{:,.0f}"),
     ("pipelined session/new (req/s)", "sessions_per_s", "per_s", False, "{:,.0f}"),
+    ("pipelined session/new, no start hook (req/s)", NO_HOOK_SCENARIO, "per_s", False, "{:,.0f}"),
+    ("pipelined set_mode, agent CPU (us/req)", "requests_per_s", "cpu_us", True, "{:,.2f}"),
+    ("pipelined session/new, agent CPU (us/req)", "sessions_per_s", "cpu_us", True, "{:,.2f}"),
+    ("pipelined session/new, no start hook, agent CPU (us/req)", NO_HOOK_SCENARIO, "cpu_us", True, "{:,.2f}"),
     ("updates/s, 1 prompt", "updates_per_s_1", "per_s", False, "{:,.0f}"),
     (f"updates/s, {PROMPTS_AT_ONCE} prompts", f"updates_per_s_{PROMPTS_AT_ONCE}", "per_s", False, "{:,.0f}"),
     ("handshake p50 (ms)", "handshake", "p50_ms", True, "{:,.1f}"),
@@ -113,6 +117,19 @@ def table(results: dict[str, dict[str, Any]], names: Sequence[str]) -> str:
 def notes(results: dict[str, dict[str, Any]], names: Sequence[str], cheap: dict[str, str]) -> list[str]:
     """Lines under the table: the percentile definition, each target's control request, what it could not do."""
     out = [f"p50/p99: {PERCENTILE_DEFINITION}."]
+    timed = [v["bursts"] for v in results.get("requests_per_s", {}).values() if "bursts" in v]
+    if timed:
+        out.append(
+            f"pipelined rows: the median of {max(timed)} timed bursts per target, each after an untimed warm-up "
+            "in its process (set_mode: one process per target, one warm-up burst; session/new: a fresh process "
+            "per burst, an eighth of a burst first); targets take turns round by round, the same for every target."
+        )
+    if NO_HOOK_SCENARIO in results:
+        out.append(
+            "session/new, no start hook: the acp_fast column is the demo agent without its per-session "
+            "available_commands_update (acp_fast/bench/quiet_demo.py), same answer, same rounds; the floor "
+            "column repeats the floor's session/new row. The session/new goal is read on the demo's row."
+        )
     if any(method != "session/set_mode" for method in cheap.values()):
         out.append("control request (set_mode rows): " + ", ".join(f"{n} {m}" for n, m in cheap.items()))
     for n in names:

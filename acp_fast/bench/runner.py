@@ -5,6 +5,10 @@ A scenario a target cannot take part in (see probe.py) is recorded as
 a closed pipe, a wait past its timeout) as ``{"correct": false, "error":
 reason}``, after which the process is killed and the next scenario gets a
 fresh one. Either way the run goes on: one bad target costs its own rows.
+
+The pipelined rows run apart from the others, in fresh processes, with an
+untimed warm-up burst and interleaved timed bursts for every target alike
+(see Runner.pipelined).
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ from .scenarios import (
     throughput_sessions,
     throughput_updates,
 )
-from .stats import percentile
-from .targets import BARE, BARE_IMPORTS, Target
+from .stats import Bursts, Rate, percentile
+from .targets import BARE, BARE_IMPORTS, NO_HOOK_SCENARIO, Target, quiet_demo_target
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class Sizes:
     new_sessions: int
     handshakes: int
     ws_connections: int
+    bursts: int
 
 
 QUICK = Sizes(
@@ -58,19 +63,36 @@ QUICK = Sizes(
     new_sessions=2000,
     handshakes=3,
     ws_connections=200,
+    bursts=3,
 )
-# new_sessions stays under the 10,000 sessions one acp_fast connection holds by default.
+# pipelined and new_sessions are per timed burst, `bursts` of them per row (Runner.pipelined).
+# A session/new burst runs in its own process after an untimed warm-up share, and its sessions stay
+# open: new_sessions stays under acp_fast's default of 10,000 sessions per connection (session_budget).
 FULL = Sizes(
     cancels=300,
     controls=300,
-    pipelined=30000,
+    pipelined=15000,
     updates_one=60000,
     updates_each=2000,
     sessions=2000,
     new_sessions=8000,
     handshakes=10,
     ws_connections=2000,
+    bursts=5,
 )
+
+
+#: Sessions a session/new process opens untimed before its timed burst, as a share of the burst.
+SESSION_WARMUP_SHARE = 8
+
+
+def warmup_sessions(sizes: Sizes) -> int:
+    return max(1, sizes.new_sessions // SESSION_WARMUP_SHARE)
+
+
+def session_budget(sizes: Sizes) -> int:
+    """Sessions one process of the session/new row holds at its end (the handshake's included)."""
+    return warmup_sessions(sizes) + sizes.new_sessions + 1
 
 
 @dataclass(frozen=True)
@@ -85,6 +107,18 @@ class Options:
 
 #: One measured step: (process, its first session id, the scenarios it may run) -> results by scenario.
 Step = Callable[[AgentProcess, str, Collection[str]], Awaitable[dict[str, dict[str, Any]]]]
+#: One burst of a pipelined row: (process, its first session id, its support) -> the burst's rate.
+Burst = Callable[[AgentProcess, str, Support], Awaitable[Rate]]
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One process's part in a pipelined row: which target runs, and where its result goes."""
+
+    target: Target
+    scenario: str
+    column: str
+    support: Support
 
 
 class Runner:
@@ -132,8 +166,10 @@ class Runner:
         log("handshake vs bare python start")
         await self.handshakes(self.opts.sizes.handshakes)
         for t in self.opts.targets:
-            log(f"{t.name}: idle latency and throughput")
+            log(f"{t.name}: idle latency and update throughput")
             await self.steps(t, self.idle_steps())
+        log(f"pipelined requests: 1 warm-up and {self.opts.sizes.bursts} timed bursts per target, interleaved")
+        await self.pipelined()
         for t in self.opts.targets:
             log(f"{t.name}: latency with {BUSY_STREAMS} sessions streaming at full speed")
             await self.steps(t, [(("cancel_busy", "control_busy"), self.busy)])
@@ -224,17 +260,99 @@ class Runner:
             (("cancel_idle",), one("cancel_idle", lambda a, sid, _sup: cancel_rounds(a, sid, s.cancels, self.rng))),
             (("control_idle",), one("control_idle", lambda a, sid, sup: control_rounds(a, sid, s.controls, sup))),
             (
-                ("requests_per_s",),
-                one("requests_per_s", lambda a, sid, sup: throughput_requests(a, sid, s.pipelined, sup)),
-            ),
-            (
                 ("updates_per_s_1",),
                 one("updates_per_s_1", lambda a, sid, sup: throughput_updates(a, [sid], s.updates_one, sup)),
             ),
             ((f"updates_per_s_{PROMPTS_AT_ONCE}",), one(f"updates_per_s_{PROMPTS_AT_ONCE}", more_sessions)),
-            # Last: the agents may announce each new session, which the update counts above must not see.
-            (("sessions_per_s",), one("sessions_per_s", lambda a, _sid, _sup: throughput_sessions(a, s.new_sessions))),
         ]
+
+    async def pipelined(self) -> None:
+        """The pipelined rows, measured the same way for every target: warm-up first, timed bursts interleaved.
+
+        set_mode: one fresh process per target; ``bursts + 1`` rounds of one
+        burst per target, the first round an untimed warm-up. session/new:
+        sessions stay open, and one connection of acp_fast holds 10,000 by
+        default, so every timed burst gets a fresh process that first opens
+        SESSION_WARMUP_SHARE of a burst untimed. Either way the order of the
+        targets rotates every round, so a slow spell of the shared machine
+        hits every target rather than whichever ran then, and the row's rate
+        is the median of the timed bursts. With acp_fast among the targets the
+        session/new rounds also run the demo without its start announcement
+        (quiet_demo.py) for the framework-only row.
+        """
+        s = self.opts.sizes
+        warm_sessions = warmup_sessions(s)
+
+        async def requests(a: AgentProcess, sid: str, sup: Support) -> Rate:
+            return await throughput_requests(a, sid, s.pipelined, sup)
+
+        async def sessions(a: AgentProcess, _sid: str, _sup: Support) -> Rate:
+            return await throughput_sessions(a, s.new_sessions)
+
+        async def sessions_warmup(a: AgentProcess, _sid: str, _sup: Support) -> Rate:
+            return await throughput_sessions(a, warm_sessions)
+
+        lanes = [Lane(t, "requests_per_s", t.name, self.support[t.name]) for t in self.opts.targets]
+        await self.rounds("requests_per_s", lanes, requests, requests, fresh=False)
+        lanes = [Lane(t, "sessions_per_s", t.name, self.support[t.name]) for t in self.opts.targets]
+        demo = next((t for t in self.opts.targets if t.name == "acp_fast" and not t.external), None)
+        if demo is not None:
+            lanes.append(Lane(quiet_demo_target(demo.argv[0]), NO_HOOK_SCENARIO, "acp_fast", self.support["acp_fast"]))
+        await self.rounds("sessions_per_s", lanes, sessions_warmup, sessions, fresh=True)
+        floor = self.results.get("sessions_per_s", {}).get("floor")
+        if NO_HOOK_SCENARIO in self.results and floor is not None and "per_s" in floor:
+            # The floor has no start hook: its session/new row is already the like-for-like reference.
+            self.results[NO_HOOK_SCENARIO]["floor"] = {**floor, "same_as": "sessions_per_s"}
+
+    async def rounds(self, kind: str, lanes: list[Lane], warmup: Burst, burst: Burst, *, fresh: bool) -> None:
+        """Timed ``burst`` rounds over ``lanes``, each burst after an untimed ``warmup`` in its process.
+
+        ``fresh``: a new process per timed burst (warm-up, burst, exit);
+        otherwise one process per lane for the whole row, warmed up once in
+        an extra first round. A lane whose burst fails is out of the row.
+        """
+        running: list[Lane] = []
+        for lane in lanes:
+            why = lane.support.why_not(kind)
+            if why is None:
+                running.append(lane)
+            else:
+                self.unsupported(lane.scenario, lane.column, why)
+        got = {lane.target.name: Bursts() for lane in running}
+        live: dict[str, tuple[AgentProcess, str]] = {}
+        try:
+            for rnd in range(self.opts.sizes.bursts + (0 if fresh else 1)):
+                k = rnd % len(running) if running else 0
+                for lane in running[k:] + running[:k]:
+                    name = lane.target.name
+                    if name not in got:  # failed in an earlier round
+                        continue
+                    a: AgentProcess | None = None
+                    try:
+                        if name not in live:
+                            live[name] = await self.spawn(lane.target)
+                        a, sid = live[name]
+                        if fresh or rnd == 0:
+                            got[name].warmups.append(await warmup(a, sid, lane.support))
+                            if not fresh:
+                                continue
+                        got[name].rates.append(await burst(a, sid, lane.support))
+                    except BenchError as exc:
+                        self.failed(lane.scenario, lane.column, str(exc).split("; stderr tail:")[0])
+                        del got[name]
+                        if a is not None:
+                            del live[name]
+                            await a.close(grace=0.0)
+                        continue
+                    if fresh:
+                        del live[name]
+                        await self.finish(a)
+        finally:
+            for a, _ in live.values():
+                await self.finish(a)
+        for lane in running:
+            if lane.target.name in got:
+                self.put(lane.scenario, lane.column, got[lane.target.name].summary())
 
     async def busy(self, a: AgentProcess, sid: str, wanted: Collection[str]) -> dict[str, dict[str, Any]]:
         s = self.opts.sizes
@@ -281,4 +399,4 @@ class Runner:
         return {"memory": value}
 
 
-__all__ = ["FULL", "QUICK", "Options", "Runner", "Sizes"]
+__all__ = ["FULL", "QUICK", "Options", "Runner", "Sizes", "session_budget"]

@@ -82,18 +82,24 @@ async def stop_prompts(a: AgentProcess, sessions: list[str], futs: list[asyncio.
     return all(_stop_reason(m) == "cancelled" for _, m in answers)
 
 
+def _cpu_spent(before: int | None, after: int | None) -> int | None:
+    return after - before if before is not None and after is not None else None
+
+
 async def throughput_requests(a: AgentProcess, sid: str, n: int, sup: Support) -> Rate:
     params = [sup.cheap_params(sid, 0), sup.cheap_params(sid, 1)]
+    cpu = a.cpu_ns()
     start = _NOW()
     p = await a.pipeline(sup.cheap_method, lambda i: params[i % 2], n)
-    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n)
+    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n, _cpu_spent(cpu, a.cpu_ns()))
 
 
 async def throughput_sessions(a: AgentProcess, n: int) -> Rate:
     """Pipelined ``session/new``: the per-request cost of a method that does real work in an agent."""
+    cpu = a.cpu_ns()
     start = _NOW()
     p = await a.pipeline("session/new", lambda _i: NEW_SESSION, n)
-    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n)
+    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n, _cpu_spent(cpu, a.cpu_ns()))
 
 
 async def barrier(a: AgentProcess, sid: str, sup: Support) -> None:

@@ -60,12 +60,50 @@ class Latency:
 
 @dataclass(frozen=True)
 class Rate:
-    """``count`` events in ``seconds``; ``correct`` says every event was the expected one."""
+    """``count`` events in ``seconds``; ``correct`` says every event was the expected one.
+
+    ``cpu_ns``: CPU time the agent process ran meanwhile, when it could be read.
+    """
 
     count: int
     seconds: float
     correct: bool
+    cpu_ns: int | None = None
+
+    @property
+    def per_s(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else float("nan")
 
     def summary(self) -> dict[str, Any]:
-        per_s = self.count / self.seconds if self.seconds > 0 else float("nan")
-        return {"count": self.count, "seconds": self.seconds, "per_s": per_s, "correct": self.correct}
+        return {"count": self.count, "seconds": self.seconds, "per_s": self.per_s, "correct": self.correct}
+
+
+@dataclass
+class Bursts:
+    """The timed bursts of one pipelined row, each after an untimed warm-up; the row's rate is their median.
+
+    A burst lasts milliseconds to a second, and the first one a process runs
+    (after start-up or after other rounds) was up to a quarter slower than
+    the next ones, for the floor and the agents alike: one burst measures the
+    process's history as much as its cost per message.
+    """
+
+    rates: list[Rate] = field(default_factory=list)
+    warmups: list[Rate] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        per = [r.per_s for r in self.rates]
+        cpu = [r.cpu_ns / 1000 / r.count for r in self.rates if r.cpu_ns is not None and r.count]
+        return {
+            "count": self.rates[0].count if self.rates else 0,
+            "bursts": len(per),
+            "per_s": percentile(per, 50),
+            "per_s_min": min(per, default=float("nan")),
+            "per_s_max": max(per, default=float("nan")),
+            "per_s_bursts": per,
+            "warmup_per_s": [r.per_s for r in self.warmups],
+            # Median over the bursts of the agent's CPU microseconds per request; absent without /proc.
+            **({"cpu_us": percentile(cpu, 50), "cpu_us_bursts": cpu} if cpu and len(cpu) == len(per) else {}),
+            "seconds": sum(r.seconds for r in self.rates),
+            "correct": bool(per) and all(r.correct for r in [*self.rates, *self.warmups]),
+        }

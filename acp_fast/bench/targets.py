@@ -24,6 +24,9 @@ BUILTIN = ("acp_fast", "sdk", "floor")
 BARE = "bare"
 BARE_IMPORTS = "import asyncio, uvloop, orjson"
 SDK_EXTRA_HINT = 'pip install "acp-fast[bench]"'
+#: The row of acp_fast's framework-only session/new: the demo without its start announcement (quiet_demo.py).
+NO_HOOK_SCENARIO = "sessions_per_s_no_hook"
+QUIET_DEMO_AGENT = "acp_fast.bench.quiet_demo:QuietDemoAgent"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,15 @@ def builtin_targets(python: str, sdk_uvloop: bool = False) -> dict[str, Target]:
             "floor", (python, "-P", str(FLOOR_SCRIPT)), "uvloop+orjson echo (acp_fast/bench/echo_floor.py)"
         ),
     }
+
+
+def quiet_demo_target(python: str) -> Target:
+    """The demo agent without its session-start announcement, started the way ``acp-fast demo`` is."""
+    return Target(
+        "acp_fast_quiet",
+        (python, "-m", "acp_fast", "serve", QUIET_DEMO_AGENT),
+        f"acp_fast demo without its start hook (python -m acp_fast serve {QUIET_DEMO_AGENT})",
+    )
 
 
 def sdk_missing() -> str | None:
