@@ -153,6 +153,7 @@ class AgentServer:
         conn.on_receive_notification_sync("session/cancel", self._on_cancel_notification)
         conn.on_receive_notification_sync("$/cancel_request", self._on_cancel_notification)
         self._cancel_hook = type(agent).cancel is not Agent.cancel
+        self._turn_end_hook = type(agent).on_turn_end is not Agent.on_turn_end
         conn.on_shutdown(self._shutdown)
         agent.on_connect(self.client)
         if self.limits.idle_session_timeout_s > 0:
@@ -290,10 +291,11 @@ class AgentServer:
             outcome = "aborted" if job.aborted else "cancelled"
             raise
         finally:
-            try:
-                await self.agent.on_turn_end(session_id, str(outcome))
-            except Exception:
-                log.exception("on_turn_end failed for session %r", session_id)
+            if self._turn_end_hook:  # the base hook does nothing: a cancelled turn answers sooner without it
+                try:
+                    await self.agent.on_turn_end(session_id, str(outcome))
+                except Exception:
+                    log.exception("on_turn_end failed for session %r", session_id)
 
     async def _ext_request(self, req: IncomingRequest) -> None:
         params = req.params if isinstance(req.params, dict) else {}
