@@ -243,7 +243,9 @@ class AgentServer:
             snapshot = self.context  # R02: the context as of admission, not of execution
             self.pool.start(
                 job,
-                lambda j: self._run_prompt(j, kwargs, snapshot),
+                (lambda j: self._run_prompt(j, kwargs, snapshot))
+                if self._turn_end_hook
+                else (lambda j: self._enter_prompt(j, kwargs, snapshot)),
                 lambda _j, v: _stop_reason(v),
                 not_started=lambda j: self._run_prompt(j, None, snapshot),
             )
@@ -267,6 +269,19 @@ class AgentServer:
             for s in session.mcp_servers
             if isinstance(s, dict) and s.get("type") == "acp" and isinstance(s.get("serverId"), str)
         ]
+
+    def _enter_prompt(self, job: Job, kwargs: Kwargs, snapshot: Context) -> Awaitable[Any]:
+        """The turn of an agent without an end-of-turn hook: the agent's ``prompt`` coroutine itself.
+
+        Called inside the job's task, so the context variables are the task's.
+        No wrapping coroutine: a cancellation unwinds one frame less before the
+        answer is written, and whatever ``prompt`` raises reaches the pool as
+        it would through ``_run_prompt``.
+        """
+        assert job.session is not None
+        _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
+        _current_context.set(snapshot)
+        return self.agent.prompt(**kwargs)
 
     async def _run_prompt(self, job: Job, kwargs: Kwargs | None, snapshot: Context) -> Any:
         """One turn: the agent's ``prompt``, then ``on_turn_end`` however it ended.
