@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from acp_fast.agent.base import Agent, Turn, current_turn
+from acp_fast.agent.base import Agent, Turn, current_context, current_turn
+from acp_fast.agent.context import Context
 from tests.helpers import Harness, close_and_check, prompt_params
 
 pytestmark = pytest.mark.usefixtures("read_path")
@@ -164,6 +165,54 @@ def test_r02_prompt_gets_context_snapshot_of_its_admission_and_shares_sessions(r
         await h.response(pa)
         await h.response(pb)
         assert agent.seen_mode["a"] == "late"
+        await close_and_check(h)
+
+    run(body())
+
+
+class ContextLaneAgent(LaneAgent):
+    """A LaneAgent whose prompts also record ``current_context()``; no end-of-turn hook."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: dict[str, Context | None] = {}
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> str:
+        try:
+            self.contexts[prompt[0]["text"]] = current_context()
+        except RuntimeError:  # none set: recorded, so the test fails on it instead of waiting
+            self.contexts[prompt[0]["text"]] = None
+        return await super().prompt(session_id, prompt, **kwargs)
+
+
+class ContextLaneAgentWithTurnEnd(ContextLaneAgent):
+    async def on_turn_end(self, session_id: str, stop_reason: str) -> None:
+        self.calls.append(("on_turn_end", stop_reason))
+
+
+@pytest.mark.parametrize("agent_cls", [ContextLaneAgent, ContextLaneAgentWithTurnEnd])
+def test_r02_current_context_in_a_prompt_is_its_admission_snapshot(
+    run: Any, agent_cls: type[ContextLaneAgent]
+) -> None:
+    """With or without an on_turn_end hook (the server runs the two kinds of turn differently)."""
+
+    async def body() -> None:
+        agent = agent_cls()
+        h = Harness(agent)
+        await h.initialize()
+        a = await h.new_session()
+        pa_obj = obj(h, "session/prompt", prompt_params(a, "a"))
+        auth = obj(h, "authenticate", {"methodId": "m1"})
+        h.send(pa_obj, auth)
+        assert (await h.response(auth["id"]))["result"] == {}
+        await agent.ev(agent.started, "a").wait()
+        seen = agent.contexts["a"]
+        assert seen is not None and seen is agent.turns["a"].context
+        assert not seen.authenticated and h.server.context.authenticated
+        agent.ev(agent.release, "a").set()
+        assert (await h.response(pa_obj["id"]))["result"] == {"stopReason": "end_turn"}
+        if agent_cls is ContextLaneAgentWithTurnEnd:
+            assert agent.calls[-1] == ("on_turn_end", "end_turn")
         await close_and_check(h)
 
     run(body())

@@ -180,19 +180,21 @@ class BackgroundPool:
         if job.released:
             return
         job.released = True
-        self._jobs.pop(job.request.id, None)
-        if job.session is not None:
-            job.session.end_turn(job)
-        if not job.request.answered:
+        request = job.request
+        self._jobs.pop(request.id, None)
+        session = job.session
+        if session is not None:
+            session.end_turn(job)
+        if not request.answered:
             if error is not None:
-                job.request.respond_error(error)
+                request.respond_error(error)
             elif result is not _UNSET:
-                job.request.respond(result)
-            elif job.is_prompt:
-                job.request.respond(CANCELLED_PROMPT)
+                request.respond(result)
+            elif session is not None:  # a prompt
+                request.respond(CANCELLED_PROMPT)
             else:
-                job.request.respond_error(RequestCancelled())
-            job.request.flush()  # one answer per job: send it now, behind its updates (R05)
+                request.respond_error(RequestCancelled())
+            request.flush()  # one answer per job: send it now, behind its updates (R05)
 
     async def shutdown(self, grace_s: float, abort_join_s: float) -> None:
         """Cancel every job, give them ``grace_s`` to finish, then abort the rest (R13, R14)."""

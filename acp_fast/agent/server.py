@@ -153,6 +153,7 @@ class AgentServer:
         conn.on_receive_notification_sync("session/cancel", self._on_cancel_notification)
         conn.on_receive_notification_sync("$/cancel_request", self._on_cancel_notification)
         self._cancel_hook = type(agent).cancel is not Agent.cancel
+        self._turn_end_hook = type(agent).on_turn_end is not Agent.on_turn_end
         conn.on_shutdown(self._shutdown)
         agent.on_connect(self.client)
         if self.limits.idle_session_timeout_s > 0:
@@ -242,7 +243,9 @@ class AgentServer:
             snapshot = self.context  # R02: the context as of admission, not of execution
             self.pool.start(
                 job,
-                lambda j: self._run_prompt(j, kwargs, snapshot),
+                (lambda j: self._run_prompt(j, kwargs, snapshot))
+                if self._turn_end_hook
+                else (lambda j: self._enter_prompt(j, kwargs, snapshot)),
                 lambda _j, v: _stop_reason(v),
                 not_started=lambda j: self._run_prompt(j, None, snapshot),
             )
@@ -267,6 +270,19 @@ class AgentServer:
             if isinstance(s, dict) and s.get("type") == "acp" and isinstance(s.get("serverId"), str)
         ]
 
+    def _enter_prompt(self, job: Job, kwargs: Kwargs, snapshot: Context) -> Awaitable[Any]:
+        """The turn of an agent without an end-of-turn hook: the agent's ``prompt`` coroutine itself.
+
+        Called inside the job's task, so the context variables are the task's.
+        No wrapping coroutine: a cancellation unwinds one frame less before the
+        answer is written, and whatever ``prompt`` raises reaches the pool as
+        it would through ``_run_prompt``.
+        """
+        assert job.session is not None
+        _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
+        _current_context.set(snapshot)
+        return self.agent.prompt(**kwargs)
+
     async def _run_prompt(self, job: Job, kwargs: Kwargs | None, snapshot: Context) -> Any:
         """One turn: the agent's ``prompt``, then ``on_turn_end`` however it ended.
 
@@ -290,10 +306,11 @@ class AgentServer:
             outcome = "aborted" if job.aborted else "cancelled"
             raise
         finally:
-            try:
-                await self.agent.on_turn_end(session_id, str(outcome))
-            except Exception:
-                log.exception("on_turn_end failed for session %r", session_id)
+            if self._turn_end_hook:  # the base hook does nothing: a cancelled turn answers sooner without it
+                try:
+                    await self.agent.on_turn_end(session_id, str(outcome))
+                except Exception:
+                    log.exception("on_turn_end failed for session %r", session_id)
 
     async def _ext_request(self, req: IncomingRequest) -> None:
         params = req.params if isinstance(req.params, dict) else {}
