@@ -168,6 +168,11 @@ def main() -> None:
     parser.add_argument("--sdk-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     ts_why = hosting_ts.missing() if args.ts else None
+    if args.sdk and not args.sdk_child:
+        try:
+            import uvicorn  # noqa: F401
+        except ImportError:
+            parser.error("--sdk needs uvicorn and the SDK's http extra: pip install -e '.[bench]'")
     if ts_why is not None:
         print(f"ts-sdk    unsupported: {ts_why}", flush=True)
     if args.sdk_child:
