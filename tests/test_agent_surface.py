@@ -556,3 +556,21 @@ def test_client_request_errors_from_the_client_reach_the_agent_as_exceptions(run
         await close_and_check(h)
 
     run(body())
+
+
+def test_r24_agent_classes_sharing_a_process_each_get_their_own_served_methods(run: Any) -> None:
+    """The route table is built once per agent class: one class's control handlers never serve another's."""
+
+    async def body() -> None:
+        for order in ((FullAgent, MinimalAgent), (MinimalAgent, FullAgent)):
+            for agent_cls in order:
+                h = await _started(agent_cls())
+                resp = await h.call("session/list", {})
+                if agent_cls is FullAgent:
+                    assert "sessions" in resp.get("result", {}), resp
+                else:
+                    error = resp.get("error", {})
+                    assert error.get("code") == -32601 and "not supported by this agent" in error["message"], resp
+                await close_and_check(h)
+
+    run(body())

@@ -33,7 +33,7 @@ from .validate import install as install_validation
 log = logging.getLogger(__name__)
 
 Kwargs = dict[str, Any]
-ControlHandler = Callable[[Kwargs], Awaitable[Any]]
+ControlHandler = Callable[[Any, Kwargs], Awaitable[Any]]  # unbound: called with the AgentServer
 
 
 def _stop_reason(value: Any) -> dict[str, Any]:
@@ -82,6 +82,48 @@ def _implemented_by(agent: Agent) -> frozenset[str]:
     return found
 
 
+#: Each control method and the AgentServer method that answers it.
+_CONTROL: dict[str, str] = {
+    "initialize": "_initialize",
+    "authenticate": "_authenticate",
+    "logout": "_logout",
+    "session/new": "_new_session",
+    "session/load": "_load_session",
+    "session/resume": "_resume_session",
+    "session/fork": "_fork_session",
+    "session/list": "_list_sessions",
+    "session/delete": "_delete_session",
+    "session/close": "_close_session",
+    "session/set_mode": "_set_mode",
+    "session/set_config_option": "_set_config_option",
+}
+_Routes = dict[str, tuple[MethodSpec, ControlHandler | None]]
+_ROUTES: dict[tuple[type, type], _Routes] = {}
+
+
+def _routes_for(server_cls: type, agent_cls: type, implemented: frozenset[str]) -> _Routes:
+    """Every request method's spec and, for a control method the agent serves, its unbound handler.
+
+    One table per (server class, agent class) pair, shared by their
+    connections: built per connection it was ~3 KiB of dicts, tuples and
+    bound methods on every idle hosted connection.
+    """
+    key = (server_cls, agent_cls)
+    routes = _ROUTES.get(key)
+    if routes is None:
+        if len(_ROUTES) >= _IMPLEMENTED_CLASSES:
+            _ROUTES.clear()
+        served = {
+            method: getattr(server_cls, attr)
+            for method, attr in _CONTROL.items()
+            if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in implemented
+        }
+        routes = _ROUTES[key] = {
+            method: (spec, served.get(method)) for method, spec in AGENT_METHODS.items() if not spec.notification
+        }
+    return routes
+
+
 class AgentServer:
     """Serves one Agent on one Connection."""
 
@@ -112,32 +154,8 @@ class AgentServer:
         )
         self.client.mcp = self.mcp
         self._implemented = _implemented_by(agent)
-        self._control: dict[str, ControlHandler] = {
-            "initialize": self._initialize,
-            "authenticate": self._authenticate,
-            "logout": self._logout,
-            "session/new": self._new_session,
-            "session/load": self._load_session,
-            "session/resume": self._resume_session,
-            "session/fork": self._fork_session,
-            "session/list": self._list_sessions,
-            "session/delete": self._delete_session,
-            "session/close": self._close_session,
-            "session/set_mode": self._set_mode,
-            "session/set_config_option": self._set_config_option,
-        }
-        # The control methods this agent serves: initialize and session/new always.
-        self._served = {
-            method: handler
-            for method, handler in self._control.items()
-            if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in self._implemented
-        }
         # Every request method in one lookup: its spec and, for a served control method, its handler.
-        self._routes: dict[str, tuple[MethodSpec, ControlHandler | None]] = {
-            method: (spec, self._served.get(method))
-            for method, spec in AGENT_METHODS.items()
-            if not spec.notification
-        }
+        self._routes = _routes_for(type(self), type(agent), self._implemented)
         # R22 phase two: opened sessions whose on_session_start is not spawned yet, in order.
         self._to_start: deque[str] = deque()
         self._start_scheduled = False
@@ -174,7 +192,7 @@ class AgentServer:
         spec, handler = route
         kwargs = spec.parse(req.params)
         if handler is not None:  # a served control method: answered before the next message (R01)
-            req.respond(await handler(kwargs))
+            req.respond(await handler(self, kwargs))
             return True
         if spec.lane is Lane.BACKGROUND:
             self._admit(req, spec, kwargs)
