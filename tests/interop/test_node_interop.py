@@ -1,9 +1,10 @@
-"""Runs the TypeScript SDK interop test (``node --test`` in tests/interop) as part of pytest.
+"""Runs the TypeScript SDK interop tests (``node --test`` in tests/interop) as part of pytest.
 
-The Node test spawns ``ACP_FAST_PYTHON -m acp_fast demo``; it is set to this
-interpreter so both sides test the same installation. Without node_modules
-(``npm ci`` not run) the test is skipped locally, but fails under CI, where
-.ci/run installs them.
+Each Node test starts ``ACP_FAST_PYTHON -m acp_fast demo`` (over stdio, or
+with ``--listen`` for the WebSocket and Streamable HTTP clients); it is set to
+this interpreter so both sides test the same installation. Without node or
+node_modules (``npm ci`` not run) a test is skipped locally, but fails under
+CI, where .ci/run installs them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-SDK = HERE / "node_modules" / "@agentclientprotocol" / "sdk"
+MODULES = HERE / "node_modules"
 
 
 def _in_ci() -> bool:
@@ -25,16 +26,26 @@ def _in_ci() -> bool:
 
 
 @pytest.mark.slow
-def test_interop_typescript_sdk_client_against_demo() -> None:
+@pytest.mark.parametrize(
+    ("script", "packages"),
+    [
+        ("ts_sdk_client.test.mjs", ("@agentclientprotocol/sdk",)),  # stdio, against `acp-fast demo`
+        ("ts_ws_client.test.mjs", ("@agentclientprotocol/sdk", "ws")),  # createWebSocketStream, `demo --listen`
+        ("ts_http_client.test.mjs", ("@agentclientprotocol/sdk",)),  # createHttpStream, `demo --listen`
+    ],
+    ids=["stdio", "websocket", "streamable-http"],
+)
+def test_interop_typescript_sdk_clients_against_demo(script: str, packages: tuple[str, ...]) -> None:
     node = shutil.which("node")
-    if node is None or not SDK.is_dir():
-        reason = "node is not installed" if node is None else f"{SDK} is missing (run `npm ci` in {HERE})"
+    missing = [MODULES / p for p in packages if not (MODULES / p).is_dir()]
+    if node is None or missing:
+        reason = "node is not installed" if node is None else f"{missing[0]} is missing (run `npm ci` in {HERE})"
         if _in_ci():
-            pytest.fail(f"TypeScript interop cannot run under CI: {reason}")
+            pytest.fail(f"TypeScript interop ({script}) cannot run under CI: {reason}")
         pytest.skip(reason)
     env = {**os.environ, "ACP_FAST_PYTHON": sys.executable}
     proc = subprocess.run(
-        [node, "--test", "ts_sdk_client.test.mjs"],
+        [node, "--test", script],
         cwd=HERE,
         env=env,
         capture_output=True,
