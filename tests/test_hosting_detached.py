@@ -16,8 +16,9 @@ from typing import Any
 
 from acp_fast.agent.base import Agent
 from acp_fast.demo import DemoAgent
-from acp_fast.hosting import AcpHost, serve_ws
+from acp_fast.hosting import AcpHost
 from acp_fast.wire.limits import Limits
+from tests.host_helpers import with_host
 from tests.ws_helpers import WsClient
 
 LONG = "stream 100000 5"  # only a cancel or the socket's end stops it
@@ -34,12 +35,7 @@ async def _with_host(
     factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=0, unique_ids=True),
     **kwargs: Any,
 ) -> AcpHost:
-    host = await serve_ws(factory, "127.0.0.1", 0, **kwargs)
-    try:
-        await body(host)
-    finally:
-        await host.drain()
-    return host
+    return await with_host(body, factory, **kwargs)
 
 
 async def _until(host: AcpHost, **want: int) -> None:

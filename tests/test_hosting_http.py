@@ -9,39 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from acp_fast.agent.base import Agent
 from acp_fast.demo import DemoAgent
-from acp_fast.hosting import AcpHost, serve_ws
+from acp_fast.hosting import AcpHost
 from acp_fast.wire.limits import Limits
+from tests.host_helpers import wait_counts_zero as _wait_counts_zero
+from tests.host_helpers import with_host as _with_host
 from tests.http_helpers import HttpAcpClient, SseStream, request
 
 LONG = "stream 100000 5"  # only a cancel or a drain ends it
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}
-
-
-async def _with_host(
-    body: Callable[[AcpHost], Awaitable[Any]],
-    factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=1),
-    **kwargs: Any,
-) -> AcpHost:
-    host = await serve_ws(factory, "127.0.0.1", 0, **kwargs)
-    try:
-        await body(host)
-    finally:
-        await host.drain()
-    return host
-
-
-async def _wait_counts_zero(host: AcpHost) -> None:
-    for _ in range(100_000):
-        c = host.counts
-        if c["connections"] == 0 and c["sessions"] == 0 and c["running_prompts"] == 0:
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"counters never returned to zero: {host.counts}")
 
 
 def _allow(m: dict[str, Any]) -> Any:

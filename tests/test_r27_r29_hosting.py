@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -18,8 +17,10 @@ from websockets.exceptions import InvalidStatus
 
 from acp_fast.agent.base import Agent, current_turn
 from acp_fast.demo import DemoAgent
-from acp_fast.hosting import AcpHost, bearer_token, serve_ws
+from acp_fast.hosting import AcpHost, bearer_token
 from acp_fast.wire.limits import Limits
+from tests.host_helpers import wait_counts_zero as _wait_counts_zero
+from tests.host_helpers import with_host as _with_host
 from tests.ws_helpers import WsClient
 
 LONG = "stream 100000 5"  # only a cancel or a drain ends it
@@ -39,29 +40,6 @@ async def _http_get(host: AcpHost, path: str, headers: dict[str, str] | None = N
     writer.close()
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
-
-
-async def _with_host(
-    body: Callable[[AcpHost], Awaitable[Any]],
-    factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=1),
-    **kwargs: Any,
-) -> AcpHost:
-    host = await serve_ws(factory, "127.0.0.1", 0, **kwargs)
-    try:
-        await body(host)
-    finally:
-        await host.drain()
-    return host
-
-
-async def _wait_counts_zero(host: AcpHost) -> None:
-    """Counters return to zero once every connection's shutdown ran (bounded, event-free polling of loop turns)."""
-    for _ in range(100_000):
-        c = host.counts
-        if c["connections"] == 0 and c["sessions"] == 0 and c["running_prompts"] == 0:
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"counters never returned to zero: {host.counts}")
 
 
 # -- R27: one WebSocket = one ACP connection, whole contract ------------------------------------------

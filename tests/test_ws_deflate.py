@@ -13,7 +13,6 @@ import base64
 import os
 import struct
 import zlib
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -23,8 +22,7 @@ pytest.importorskip("picows")
 from websockets.asyncio.client import connect
 from websockets.extensions.permessage_deflate import PerMessageDeflate as ClientDeflate
 
-from acp_fast.demo import DemoAgent
-from acp_fast.hosting import AcpHost, serve_ws
+from acp_fast.hosting import AcpHost
 from acp_fast.transports.ws_deflate import (
     InflateError,
     InflateTooBig,
@@ -33,6 +31,7 @@ from acp_fast.transports.ws_deflate import (
     negotiate,
 )
 from acp_fast.wire.limits import Limits
+from tests.host_helpers import with_host as _with_host
 from tests.ws_helpers import WsClient
 
 ON = Limits(ws_deflate=True)
@@ -114,14 +113,6 @@ def test_a_stream_that_is_not_deflate_is_refused() -> None:
 
 
 # -- over a socket ---------------------------------------------------------------------------------------
-async def _with_host(body: Callable[[AcpHost], Awaitable[Any]], limits: Limits) -> None:
-    host = await serve_ws(lambda: DemoAgent(pace_ms=1), "127.0.0.1", 0, limits=limits)
-    try:
-        await body(host)
-    finally:
-        await host.drain()
-
-
 async def _deflate_client(host: AcpHost) -> WsClient:
     ws = await connect(f"ws://127.0.0.1:{host.port}/acp", compression="deflate", max_size=None)
     return WsClient(ws)
@@ -147,7 +138,7 @@ def test_a_deflate_client_walks_the_demo_compressed_both_ways(run: Any) -> None:
         assert (await c.response("frag"))["result"] == {}
         await c.close()
 
-    run(_with_host(body, ON))
+    run(_with_host(body, limits=ON))
 
 
 def test_deflate_is_declined_when_off_which_is_the_default(run: Any) -> None:
@@ -160,7 +151,7 @@ def test_deflate_is_declined_when_off_which_is_the_default(run: Any) -> None:
         await c.close()
 
     assert Limits().ws_deflate is False
-    run(_with_host(body, Limits()))
+    run(_with_host(body, limits=Limits()))
 
 
 def test_a_compressed_message_that_inflates_past_max_line_bytes_closes_1009(run: Any) -> None:
@@ -172,7 +163,7 @@ def test_a_compressed_message_that_inflates_past_max_line_bytes_closes_1009(run:
         assert c.close_code == 1009
         assert host.counts["connections"] <= 1
 
-    run(_with_host(body, Limits(ws_deflate=True, max_line_bytes=64 << 10)))
+    run(_with_host(body, limits=Limits(ws_deflate=True, max_line_bytes=64 << 10)))
 
 
 # -- reserved bits, raw frames -----------------------------------------------------------------------------
@@ -265,7 +256,7 @@ def test_reserved_bits_outside_an_agreed_extension_close_1002(
         assert agreed == (offer and limits.ws_deflate)
         assert code == 1002
 
-    run(_with_host(body, limits))
+    run(_with_host(body, limits=limits))
 
 
 def test_a_raw_compressed_initialize_is_answered(run: Any) -> None:
@@ -280,4 +271,4 @@ def test_a_raw_compressed_initialize_is_answered(run: Any) -> None:
         assert first == 0xC1  # FIN, RSV1 (compressed), text
         assert b'"id":1,"result":{' in inflate(payload, 1 << 20)
 
-    run(_with_host(body, ON))
+    run(_with_host(body, limits=ON))
