@@ -44,12 +44,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,16 +118,23 @@ async def _deflate_idle_rss(url: str, pid: int, n: int) -> tuple[float, int]:
     return (after - before) / n, agreed
 
 
-def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> dict[str, float]:
-    import uvloop
-
-    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
+@contextlib.contextmanager
+def _serving(cmd: list[str], port: int, quiet: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+    """A server process listening on ``port`` for the ``with`` body, terminated after it."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL if quiet else None)
     try:
         _wait_listening(port)
-        return uvloop.run(measure_host(url, proc.pid, n, cancels))
+        yield proc
     finally:
         proc.terminate()
         proc.wait()
+
+
+def _run_server(cmd: list[str], port: int, url: str, n: int, cancels: int) -> dict[str, float]:
+    import uvloop
+
+    with _serving(cmd, port) as proc:
+        return uvloop.run(measure_host(url, proc.pid, n, cancels))
 
 
 def _sdk_server(port: int) -> None:
@@ -187,19 +196,14 @@ def main() -> None:
         import uvloop
 
         def throughput(cmd: list[str], port: int, path: str, push: bool = False) -> list[float]:
-            proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
-            try:
-                _wait_listening(port)
-                url = f"ws://127.0.0.1:{port}{path}"
+            url = f"ws://127.0.0.1:{port}{path}"
+            with _serving(cmd, port):
                 return [
                     uvloop.run(
                         asyncio.wait_for(updates_per_s(url, c, args.updates // c, push=push), UPDATES_TIMEOUT_S)
                     )
                     for c in (1, 100)
                 ]
-            finally:
-                proc.terminate()
-                proc.wait()
 
         port = free_port()
         rows = {"acp_fast": throughput(demo_server_argv(port, 100), port, "/acp")}
@@ -224,24 +228,14 @@ def main() -> None:
         import uvloop
 
         port = free_port()
-        proc = subprocess.Popen(echo_server_argv(port), cwd=ROOT)
-        try:
-            _wait_listening(port)
+        with _serving(echo_server_argv(port), port, quiet=False):
             floor = uvloop.run(echo_rtt(f"ws://127.0.0.1:{port}/", args.cancels))
-        finally:
-            proc.terminate()
-            proc.wait()
         print("floor     " + "  ".join(f"{k}={v:.1f}" for k, v in floor.items()), flush=True)
         print(f"cancel p50 / echo floor p50 = {result['cancel_p50_us'] / floor['echo_p50_us']:.2f}")
         print(f"cancel p99 / echo floor p99 = {result['cancel_p99_us'] / floor['echo_p99_us']:.2f}")
         port = free_port()
-        proc = subprocess.Popen(ws_floor_argv(port), cwd=ROOT)
-        try:
-            _wait_listening(port)
+        with _serving(ws_floor_argv(port), port, quiet=False):
             agent = uvloop.run(cancel_latency(f"ws://127.0.0.1:{port}/", args.cancels))
-        finally:
-            proc.terminate()
-            proc.wait()
         print("floor agent cancel  " + "  ".join(f"{k}={v:.1f}" for k, v in agent.items()), flush=True)
         print(f"cancel p50 / floor agent's cancel p50 = {result['cancel_p50_us'] / agent['p50_us']:.2f}")
         print(f"cancel p99 / floor agent's cancel p99 = {result['cancel_p99_us'] / agent['p99_us']:.2f}")
@@ -251,14 +245,8 @@ def main() -> None:
         for flag in ([], ["--ws-deflate"]):
             port = free_port()
             cmd = demo_server_argv(port, args.connections) + flag
-            proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.DEVNULL)
-            try:
-                _wait_listening(port)
-                url = f"ws://127.0.0.1:{port}/acp"
-                kib, agreed = uvloop.run(_deflate_idle_rss(url, proc.pid, args.connections))
-            finally:
-                proc.terminate()
-                proc.wait()
+            with _serving(cmd, port) as proc:
+                kib, agreed = uvloop.run(_deflate_idle_rss(f"ws://127.0.0.1:{port}/acp", proc.pid, args.connections))
             label = "deflate on " if flag else "deflate off"
             print(f"{label}  kib_per_conn={kib:.1f}  deflate agreed on {agreed} of {args.connections}", flush=True)
     if args.sdk:
