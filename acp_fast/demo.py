@@ -40,6 +40,7 @@ COMMANDS: list[dict[str, Any]] = [
     {"name": "stream", "description": "stream N chunks DELAY_MS apart", "input": {"hint": "N DELAY_MS"}},
     {"name": "tool", "description": "run a pretend tool after asking permission"},
 ]
+_COMMANDS_RAW = raw(orjson.dumps(COMMANDS))  # sent to every new session: encoded once
 ANSWER = (
     "acp_fast streams this answer one word at a time so that you can watch a long "
     "prompt and cancel it halfway: the cancel is handled on the control lane and "
@@ -142,8 +143,7 @@ class DemoAgent(Agent):
         **kwargs: Any,
     ) -> dict[str, Any]:
         session_id = new_session_id("demo-") if self.unique_ids else f"demo-{len(self.cwd) + 1}"
-        self.cwd[session_id] = cwd
-        self.history[session_id] = []
+        self.cwd[session_id] = cwd  # the history list is made by the first prompt
         return {"sessionId": session_id, **_SESSION_STATE}
 
     async def load_session(
@@ -154,9 +154,9 @@ class DemoAgent(Agent):
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        if session_id not in self.history:
+        if session_id not in self.cwd:
             raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
-        for update in self.history[session_id]:  # replay before answering
+        for update in self.history.get(session_id, ()):  # replay before answering
             await self.client.session_update(session_id, update)
         return self._session_state()
 
@@ -168,7 +168,7 @@ class DemoAgent(Agent):
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        if session_id not in self.history:
+        if session_id not in self.cwd:
             raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
         return self._session_state()
 
@@ -207,14 +207,15 @@ class DemoAgent(Agent):
 
     def attach_session(self, session_id: str, state: Any) -> None:
         cwd, history, title = state
-        if history is not None:
+        if cwd is not None:
             self.cwd[session_id] = cwd
+        if history is not None:
             self.history[session_id] = history
         if title is not None:
             self.titles[session_id] = title
 
     async def on_session_start(self, session_id: str) -> None:
-        await self.client.available_commands_update(session_id, COMMANDS)
+        await self.client.available_commands_update(session_id, _COMMANDS_RAW)
 
     async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         text = _prompt_text(prompt)

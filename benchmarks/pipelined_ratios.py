@@ -1,6 +1,7 @@
 """The pipelined rows of ``acp-fast bench`` alone, repeated: acp_fast demo against the echo floor.
 
     python benchmarks/pipelined_ratios.py [--reps 5] [--pipelined 15000] [--new-sessions 8000] [--bursts 5] [--pin]
+        [--agent CMD [--label NAME]]...
 
 Runs exactly the bench's pipelined phase (``Runner.pipelined``: set_mode in
 one process per target after a warm-up burst, session/new in a fresh process
@@ -10,7 +11,10 @@ the dispatch path can be measured before and after in about a minute. The
 ratios are taken per repetition (acp_fast ÷ floor of the same repetition);
 their medians and ranges are printed, and those of the agents' CPU time per
 request (acp_fast ÷ floor: above 1 means acp_fast spends more), then the raw
-figures as JSON.
+figures as JSON. An ``--agent`` runs in the same rounds (the bench's test
+protocol, see README.md) and gets its own set_mode and session/new ratios to
+the floor, e.g. ``demo_bound_agent.py``, the least a Python agent can spend
+on the demo's session/new.
 """
 
 from __future__ import annotations
@@ -25,18 +29,21 @@ import uvloop
 
 from acp_fast.bench.probe import probe
 from acp_fast.bench.runner import FULL, Options, Runner
-from acp_fast.bench.targets import NO_HOOK_SCENARIO, builtin_targets
+from acp_fast.bench.targets import NO_HOOK_SCENARIO, select_targets
 
 ROWS = {"set_mode": "requests_per_s", "session/new": "sessions_per_s", "session/new, no hook": NO_HOOK_SCENARIO}
 
 
 async def _main(a: argparse.Namespace) -> None:
     sizes = replace(FULL, pipelined=a.pipelined, new_sessions=a.new_sessions, bursts=a.bursts)
-    known = builtin_targets(sys.executable)
-    runner = Runner(Options(sizes, [known["acp_fast"], known["floor"]], pin=a.pin))
+    labels: list[str | None] = [*a.label, *[None] * (len(a.agent) - len(a.label))]
+    targets = select_targets(["acp_fast", "floor"], list(zip(a.agent, labels, strict=False)))
+    extra = [t.name for t in targets if t.external]
+    runner = Runner(Options(sizes, targets, pin=a.pin))
     for t in runner.opts.targets:
         runner.support[t.name] = await probe(t, 10.0)
     ratios: dict[str, list[float]] = {row: [] for row in ROWS}
+    ratios.update({f"{row} {name}": [] for name in extra for row in ("set_mode", "session/new")})
     cpu: dict[str, list[float]] = {row: [] for row in ROWS}
     raw: list[dict[str, float]] = []
     for rep in range(a.reps):
@@ -54,14 +61,25 @@ async def _main(a: argparse.Namespace) -> None:
                 mine_cpu, floor_cpu = per["acp_fast"]["cpu_us"], per["floor"]["cpu_us"]
                 cpu[row].append(mine_cpu / floor_cpu)
                 got[f"acp_fast {row} cpu_us"], got[f"floor {row} cpu_us"] = mine_cpu, floor_cpu
+        for name in extra:
+            for row in ("set_mode", "session/new"):
+                theirs = runner.results[ROWS[row]].get(name, {})
+                if theirs.get("correct") and "per_s" in theirs:
+                    ratios[f"{row} {name}"].append(theirs["per_s"] / got[f"floor {row}"])
+                    got[f"{name} {row}"] = theirs["per_s"]
+                    if "cpu_us" in theirs:
+                        got[f"{name} {row} cpu_us"] = theirs["cpu_us"]
         raw.append(got)
         print(f"rep {rep + 1}: " + "; ".join(f"{row} {r[-1]:.2f}x" for row, r in ratios.items()), file=sys.stderr)
     for row, values in ratios.items():
+        if not values:
+            continue
+        who = "acp_fast" if row in ROWS else row.rsplit(" ", 1)[1]
         print(
-            f"{row}: acp_fast/floor median {statistics.median(values):.2f}x "
+            f"{row}: {who}/floor median {statistics.median(values):.2f}x "
             f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} reps)"
         )
-        if cpu[row]:
+        if cpu.get(row):
             c = cpu[row]
             print(f"{row}: agent CPU per request, acp_fast/floor median {statistics.median(c):.2f}x "
                   f"(range {min(c):.2f}-{max(c):.2f})")
@@ -77,6 +95,8 @@ def main() -> None:
     ap.add_argument("--new-sessions", type=int, default=FULL.new_sessions)
     ap.add_argument("--bursts", type=int, default=FULL.bursts)
     ap.add_argument("--pin", action="store_true")
+    ap.add_argument("--agent", action="append", default=[], help="also run this agent command (repeatable)")
+    ap.add_argument("--label", action="append", default=[], help="column name of the --agent of the same rank")
     uvloop.run(_main(ap.parse_args()))
 
 

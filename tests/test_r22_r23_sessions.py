@@ -302,3 +302,48 @@ def test_r22_start_callbacks_keep_their_task_and_context_and_a_failure_stops_no_
         await close_and_check(h)
 
     run(body())
+
+
+class AnnouncingAgent(Agent):
+    """Each start callback writes one update, as the demo's does, and records that it began."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.first = asyncio.Event()
+        self.opened = 0
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any], **kwargs: Any) -> dict[str, Any]:
+        self.opened += 1
+        return {"sessionId": f"n{self.opened}"}
+
+    async def on_session_start(self, session_id: str) -> None:
+        self.started.append(session_id)
+        self.first.set()
+        await self.client.available_commands_update(session_id, [{"name": "x" * 200, "description": "y"}])
+
+
+def test_r22_r26_start_callbacks_waiting_for_output_room_start_no_others_until_there_is_room(run: Any) -> None:
+    """With the output above its high-water mark, the next start callbacks would only queue their
+    update and wait too: none of them begins (and no starter task is made for them) until the
+    client reads again; then every callback runs, in order."""
+
+    async def body() -> None:
+        agent = AnnouncingAgent()
+        h = Harness(agent, limits=Limits(write_high_water=256, write_low_water=0))
+        await h.initialize()
+        h.transport.stall()  # the client stops reading
+        ids = [h.request("session/new", {"cwd": f"/w{i}", "mcpServers": []}) for i in range(8)]
+        await agent.first.wait()
+        for _ in range(20):  # loop turns, not time: a starter scheduled for the next callback would run here
+            await asyncio.sleep(0)
+        assert len(agent.started) == 1, agent.started
+        assert h.conn.counts["spawned"] == 1  # the one starter, waiting inside the first callback
+        h.transport.unstall()
+        answers = [await h.response(i) for i in ids]
+        sids = [a["result"]["sessionId"] for a in answers]
+        await h.wait_for(lambda: len(agent.started) == 8)
+        assert agent.started == sids
+        await h.wait_for(lambda: sum(m.get("method") == "session/update" for m in h.messages) == 8)
+        await close_and_check(h)
+
+    run(body())

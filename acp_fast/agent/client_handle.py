@@ -176,7 +176,8 @@ class Client:
         if self._send_update(session_id, {"sessionUpdate": "plan", "entries": entries}):
             await self._conn.writer.drain()
 
-    async def available_commands_update(self, session_id: str, commands: list[dict[str, Any]]) -> None:
+    async def available_commands_update(self, session_id: str, commands: list[dict[str, Any]] | Any) -> None:
+        """``commands``: the list, or the same already encoded with ``jsonrpc.raw`` (a constant list)."""
         if self._send_update(session_id, {"sessionUpdate": "available_commands_update", "availableCommands": commands}):
             await self._conn.writer.drain()
 

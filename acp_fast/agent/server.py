@@ -381,12 +381,12 @@ class AgentServer:
 
     def _open(self, session_id: str, kw: Kwargs, result: dict[str, Any]) -> Session:
         """Framework-owned setup of a new session (phase one of R22)."""
-        session = self.sessions.find(session_id)
-        if session is None:
-            session = self.sessions.add(Session(session_id, kw["cwd"], kw.get("mcp_servers")))
+        session = self.sessions.open(session_id, kw["cwd"], kw.get("mcp_servers"))
         modes = result.get("modes")
-        if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
-            session.mode_id = modes["currentModeId"]
+        if isinstance(modes, dict):
+            mode_id = modes.get("currentModeId")
+            if isinstance(mode_id, str):
+                session.mode_id = mode_id
         if self._start_hook:  # the base hook does nothing: no phase two to schedule
             self._to_start.append(session_id)
             if not self._start_scheduled:  # one callback per loop turn starts the sessions opened in it
@@ -436,7 +436,11 @@ class AgentServer:
         was a fifth of a pipelined session/new. One that suspends keeps this
         task for the rest of its run, exactly as if it had been spawned alone
         (``current_task``, timeouts and task groups see one task throughout),
-        and another starter takes the rest of the queue meanwhile.
+        and another starter takes the rest of the queue meanwhile; when the
+        output is above its high-water mark, only once there is room again
+        (the next callbacks would only queue their output and wait too: with
+        a client pipelining session/new, that was a task and a wait per
+        session).
         """
         queue = self._to_start
         sessions = self.sessions
@@ -457,7 +461,10 @@ class AgentServer:
                 continue
             if queue and not self._start_scheduled:  # the next sessions start beside this one
                 self._start_scheduled = True
-                conn.loop.call_soon(self._start_sessions)
+                if conn.writer.must_wait:  # it waits for room in the output, and so would they: start
+                    conn.writer.on_flow(self._start_sessions)  # them when there is room, not now
+                else:
+                    conn.loop.call_soon(self._start_sessions)
             try:
                 await inline.Resume(coro, first, context=context)
             except BaseException as exc:

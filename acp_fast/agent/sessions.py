@@ -146,6 +146,17 @@ class SessionTable:
                 "close one first"
             )
 
+    def open(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
+        """The session with this id, made and added if there is none: what an opening method needs.
+
+        One lookup for the commonest case, a new id (``session/new``); a
+        subclass's ``add`` still runs for every session made here.
+        """
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self.add(Session(session_id, cwd, mcp_servers))
+        return session
+
     def add(self, session: Session) -> Session:
         if session.id in self._sessions:
             raise InvalidParams(f"session {session.id!r} already exists")

@@ -128,6 +128,12 @@ class Writer:
             self._drain_waiter = self._loop.create_future()
         await asyncio.shield(self._drain_waiter)
 
+    def on_flow(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the loop when ``wait_flow`` waiters are next released; no task of its own."""
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = self._loop.create_future()
+        self._drain_waiter.add_done_callback(lambda _f: callback())
+
     def wake(self) -> None:
         """Release every waiter to re-check its condition (the input ended, say)."""
         self._wake_drainers()
