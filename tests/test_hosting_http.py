@@ -336,3 +336,50 @@ def test_r26_http_output_above_the_mark_holds_further_posts(run: Any) -> None:
         await _wait_counts_zero(host)
 
     run(_with_host(body, factory=MediumAnswers))
+
+
+def test_r27_http_delete_right_behind_posts_is_eof_and_the_posted_requests_are_answered(run: Any) -> None:
+    """POSTs and a DELETE pipelined in one write: every accepted (202) request is answered on its stream first."""
+
+    async def body(host: AcpHost) -> None:
+        c = HttpAcpClient(host.port)
+        await c.initialize()
+        sid = await c.new_session()
+        assert c.connection_id is not None
+        posts = [
+            ({"jsonrpc": "2.0", "id": 101, "method": "no/such_method"}, None),
+            ({"jsonrpc": "2.0", "id": 102, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}}, None),
+            (
+                {
+                    "jsonrpc": "2.0",
+                    "id": 103,
+                    "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": LONG}]},
+                },
+                sid,
+            ),
+        ]
+        data = b""
+        for message, session in posts:
+            raw = json.dumps(message).encode()
+            extra = b"" if session is None else b"Acp-Session-Id: %s\r\n" % session.encode()
+            data += (
+                b"POST /acp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAcp-Connection-Id: %s\r\n"
+                b"%sContent-Length: %d\r\n\r\n%s" % (c.connection_id.encode(), extra, len(raw), raw)
+            )
+        data += b"DELETE /acp HTTP/1.1\r\nHost: x\r\nAcp-Connection-Id: %s\r\nConnection: close\r\n\r\n" % (
+            c.connection_id.encode()
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(data)
+        replies = await reader.read()  # the server closes after the DELETE's answer (Connection: close)
+        writer.close()
+        assert [r[:3] for r in replies.split(b"HTTP/1.1 ")[1:]] == [b"202"] * 4, replies
+        await asyncio.gather(*(s.closed.wait() for s in c.streams.values()))
+        answers = {m["id"]: (where, m) for where, m in c.messages if "id" in m and "method" not in m}
+        assert answers[101][0] is None and answers[101][1]["error"]["code"] == -32601
+        assert answers[102][0] is None and "sessionId" in answers[102][1]["result"]
+        assert answers[103][0] == sid and answers[103][1]["result"] == {"stopReason": "cancelled"}
+        await _wait_counts_zero(host)
+
+    run(_with_host(body))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import struct
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from acp_fast.hosting import AcpHost, bearer_token
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import wait_counts_zero as _wait_counts_zero
 from tests.host_helpers import with_host as _with_host
-from tests.ws_helpers import WsClient
+from tests.ws_helpers import WsClient, client_frame, read_frame
 
 LONG = "stream 100000 5"  # only a cancel or a drain ends it
 
@@ -485,6 +486,92 @@ def test_a_close_frame_without_a_status_is_answered_with_a_valid_one(run: Any) -
         writer.close()
         assert reply[:2] == b"\x88\x02", reply  # one close frame with a 2-byte status...
         assert int.from_bytes(reply[2:4], "big") == 1000  # ...that is a valid one: normal closure
+        await _wait_counts_zero(host)
+
+    run(_with_host(body))
+
+
+def _text(message: dict[str, Any]) -> bytes:
+    return client_frame(0x1, json.dumps(message).encode())
+
+
+CLOSE_1000 = client_frame(0x8, struct.pack(">H", 1000))
+
+
+async def _until(reader: asyncio.StreamReader, seen: list[dict[str, Any]], done: Any) -> None:
+    """Read server frames into ``seen`` until ``done(seen)``; a close frame first is a failure."""
+    for _ in range(100_000):
+        if done(seen):
+            return
+        b0, payload = await read_frame(reader)
+        assert b0 & 0x0F != 0x8, f"closed early: {seen}"
+        if b0 & 0x0F == 0x1:
+            seen.append(json.loads(payload))
+    raise AssertionError("condition never held")
+
+
+async def _until_close(reader: asyncio.StreamReader, seen: list[dict[str, Any]]) -> int:
+    """Read server frames into ``seen`` up to the close frame; return its status (nothing may follow it)."""
+    for _ in range(100_000):
+        b0, payload = await read_frame(reader)
+        if b0 & 0x0F == 0x8:
+            assert await reader.read() == b"", "bytes after the close frame"
+            return int(struct.unpack(">H", payload[:2])[0])
+        if b0 & 0x0F == 0x1:
+            seen.append(json.loads(payload))
+    raise AssertionError("no close frame")
+
+
+def _answers(seen: list[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    return {m["id"]: m for m in seen if "id" in m and "method" not in m}
+
+
+def test_r27_close_frame_behind_requests_is_eof_every_request_answered_before_the_close(run: Any) -> None:
+    """Requests and the client's close in one write: the close is EOF, so each request is answered first."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await _raw_upgrade(host)
+        writer.write(
+            _text({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+            + _text({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+            + _text({"jsonrpc": "2.0", "id": 3, "method": "no/such_method"})
+            + CLOSE_1000
+        )
+        seen: list[dict[str, Any]] = []
+        code = await _until_close(reader, seen)
+        writer.close()
+        answers = _answers(seen)
+        assert sorted(answers) == [1, 2, 3], seen
+        assert answers[1]["result"]["protocolVersion"] == 1
+        assert answers[2]["result"]["sessionId"]
+        assert answers[3]["error"]["code"] == -32601
+        assert code == 1000
+        await _wait_counts_zero(host)
+
+    run(_with_host(body))
+
+
+def test_r27_close_frame_during_a_prompt_cancels_it_and_its_answer_precedes_the_close(run: Any) -> None:
+    """A close while a prompt streams is EOF (R13): the prompt ends cancelled, answered before the close."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await _raw_upgrade(host)
+        writer.write(
+            _text({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+            + _text({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+        )
+        seen: list[dict[str, Any]] = []
+        await _until(reader, seen, lambda s: 2 in _answers(s))
+        sid = _answers(seen)[2]["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": LONG}]}
+        writer.write(_text({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}))
+        await _until(reader, seen, lambda s: any(m.get("method") == "session/update" for m in s))
+        assert host.counts["running_prompts"] == 1
+        writer.write(CLOSE_1000)
+        code = await _until_close(reader, seen)
+        writer.close()
+        assert _answers(seen)[3]["result"] == {"stopReason": "cancelled"}
+        assert code == 1000
         await _wait_counts_zero(host)
 
     run(_with_host(body))

@@ -33,6 +33,7 @@ from acp_fast.transports.ws_deflate import (
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import with_host as _with_host
 from tests.ws_helpers import WsClient
+from tests.ws_helpers import client_frame as _frame
 
 ON = Limits(ws_deflate=True)
 
@@ -167,18 +168,6 @@ def test_a_compressed_message_that_inflates_past_max_line_bytes_closes_1009(run:
 
 
 # -- reserved bits, raw frames -----------------------------------------------------------------------------
-def _frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0) -> bytes:
-    """One masked client frame; ``rsv`` is the reserved bits already shifted into place (0x40 = RSV1)."""
-    mask = os.urandom(4)
-    head = bytes([(0x80 if fin else 0) | rsv | opcode])
-    size = len(payload)
-    if size < 126:
-        head += bytes([0x80 | size])
-    else:
-        head += bytes([0x80 | 126]) + struct.pack(">H", size)
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-
-
 async def _raw_close_code(
     host: AcpHost, frames: list[bytes], offer: bool, seen: list[tuple[int, bytes]] | None = None
 ) -> tuple[int, bool]:

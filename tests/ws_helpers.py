@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -130,3 +132,26 @@ class WsClient:
     async def close(self) -> None:
         await self.ws.close()
         await self._reader
+
+
+def client_frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0) -> bytes:
+    """One masked client frame; ``rsv`` is the reserved bits already shifted into place (0x40 = RSV1)."""
+    mask = os.urandom(4)
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
+    size = len(payload)
+    if size < 126:
+        head += bytes([0x80 | size])
+    else:
+        head += bytes([0x80 | 126]) + struct.pack(">H", size)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One unmasked server frame: (first byte, payload)."""
+    b0, b1 = await reader.readexactly(2)
+    size = b1 & 0x7F
+    if size == 126:
+        size = struct.unpack(">H", await reader.readexactly(2))[0]
+    elif size == 127:
+        size = struct.unpack(">Q", await reader.readexactly(8))[0]
+    return b0, await reader.readexactly(size)

@@ -9,10 +9,12 @@ queued (header in front, the encoder's newline dropped), so the messages of
 one loop turn leave as consecutive text frames in one socket write, exactly
 as lines coalesce over stdio.
 
-Socket close is EOF for the Connection (R13-R15 via R27): the shutdown that
-follows cancels and answers what was running. Flow control is the socket's:
-the Writer's high-water mark is applied to the TCP transport, and output
-queued past ``max_buffered_output_bytes`` closes the socket with 1008.
+Socket close is EOF for the Connection (R13-R15 via R27), and so is the
+client's close frame: the shutdown that follows cancels and answers what was
+running, and every answer leaves ahead of the server's close frame. Flow
+control is the socket's: the Writer's high-water mark is applied to the TCP
+transport, and output queued past ``max_buffered_output_bytes`` closes the
+socket with 1008.
 
 picows does the framing in C and calls ``on_ws_frame`` synchronously from
 the loop's read callback, which is what the inline dispatch path wants.
@@ -269,6 +271,7 @@ class WsPeer(WSListener):
         self._socket_paused = False
         self.ended = False
         self._awaiting_close_reply = False
+        self._peer_closed = False
         self._drop_timer: asyncio.TimerHandle | None = None
         self.on_end: Callable[[WsPeer], None] | None = None
 
@@ -304,10 +307,8 @@ class WsPeer(WSListener):
             if not frame.fin:
                 self._fragment_kind = WSMsgType.BINARY
         elif kind is WSMsgType.CLOSE:
-            out = self.out
-            if out is not None and not out.is_closing():
-                out.close_with(_reply_code(frame.get_close_code()))
-            transport.disconnect()  # both close frames exchanged: the handshake is complete
+            self._close_received(transport, frame.get_close_code())
+            return
         if frame.last_in_buffer and self._frames_since_end:
             self._frames_since_end = 0
             conn = self.conn
@@ -330,24 +331,52 @@ class WsPeer(WSListener):
             writer.resume_writing()  # nothing more can leave: producers stop waiting for the socket
         conn.feed_eof(None)
 
+    def _close_received(self, transport: WSTransport, code: WSCloseCode) -> None:
+        """The client's close is its EOF: what it sent before is answered, then our close follows.
+
+        RFC 6455 lets the server send until its own close frame. Answering the
+        close at once would drop the answers to requests read just before it
+        (often in the same segment); instead the messages read so far are
+        dispatched as at the end of any read, the Connection's EOF shutdown
+        answers them, and its ``Writer.close`` sends our close behind the
+        answers (``_close_sent``).
+        """
+        self._peer_closed = True
+        out, conn = self.out, self.conn
+        if out is None or conn is None or out.is_closing():
+            transport.disconnect()  # this was the reply to our close: the handshake is complete
+            return
+        if self._frames_since_end:
+            self._frames_since_end = 0
+            conn.feed_end()
+        if not self.ended:  # else a drain already ran the EOF shutdown, and closes with its own code
+            self.ended = True
+            out.close_code = _reply_code(code)
+            conn.feed_eof(None)
+
     def _close_sent(self) -> None:
         """Our close frame is queued: read on (discarding) until the client's reply, within a bound.
 
         Closing the TCP socket at once would drop the close frame and the last
         answers whenever input is still unread (the kernel resets instead); a
         client that never replies, or never reads, is dropped after
-        ``drain_flush_s``.
+        ``drain_flush_s``. If the client closed first, the handshake is
+        complete: the socket closes once its output is out, within the same bound.
         """
         self.ended = True
+        self._drop_timer = asyncio.get_running_loop().call_later(self.limits.drain_flush_s, self._drop)
+        ws = self.ws
+        if self._peer_closed and ws is not None:
+            ws.disconnect()
+            return
         self._awaiting_close_reply = True
         self._fragments = None
         self._apply_pauses()
-        self._drop_timer = asyncio.get_running_loop().call_later(self.limits.drain_flush_s, self._drop)
 
     def _drop(self) -> None:
         ws = self.ws
         if ws is not None and not ws.is_disconnected:
-            log.info("connection %s: no close reply in time; dropping it", self.connection_id)
+            log.info("connection %s: close handshake not finished in time; dropping it", self.connection_id)
             ws.disconnect(graceful=False)
 
     def pause_writing(self) -> None:
