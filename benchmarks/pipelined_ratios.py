@@ -57,6 +57,9 @@ async def _main(a: argparse.Namespace) -> None:
             mine, floor = per["acp_fast"]["per_s"], per["floor"]["per_s"]
             ratios[row].append(mine / floor)
             got[f"acp_fast {row}"], got[f"floor {row}"] = mine, floor
+            for who in ("acp_fast", "floor"):
+                if "driver_cpu_us" in per[who]:
+                    got[f"driver for {who} {row} cpu_us"] = per[who]["driver_cpu_us"]
             if "cpu_us" in per["acp_fast"] and "cpu_us" in per["floor"]:
                 mine_cpu, floor_cpu = per["acp_fast"]["cpu_us"], per["floor"]["cpu_us"]
                 cpu[row].append(mine_cpu / floor_cpu)
@@ -69,6 +72,8 @@ async def _main(a: argparse.Namespace) -> None:
                     got[f"{name} {row}"] = theirs["per_s"]
                     if "cpu_us" in theirs:
                         got[f"{name} {row} cpu_us"] = theirs["cpu_us"]
+                    if "driver_cpu_us" in theirs:
+                        got[f"driver for {name} {row} cpu_us"] = theirs["driver_cpu_us"]
         raw.append(got)
         print(f"rep {rep + 1}: " + "; ".join(f"{row} {r[-1]:.2f}x" for row, r in ratios.items()), file=sys.stderr)
     for row, values in ratios.items():

@@ -5,7 +5,9 @@
 Reads the JSON of several full runs (``acp-fast bench --json FILE``) and prints,
 per row of the bench's table, the range and median of each same-run ratio
 (acp_fast against the SDK and the floor), of acp_fast's value and of the
-floor's, then for each goal the number of runs that met it. Ratios are taken
+floor's, then for each goal the number of runs that met it. An ``--agent``
+column found in every run (``--label bound``, say) gets its own ratio to the
+floor. Ratios are taken
 within a run and only then summarised, so a slow machine in one run does not
 mix with a fast one in another.
 """
@@ -46,9 +48,16 @@ def main(paths: list[str]) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     runs = [orjson.loads(Path(p).read_bytes())["results"] for p in paths]
+    # ``--agent`` columns present in every run get a column of their own ratio to the floor.
+    names = [
+        {t for cells in r.values() if isinstance(cells, dict) for t in cells} - {"acp_fast", "sdk", "floor", "bare"}
+        for r in runs
+    ]
+    extra = sorted(set.intersection(*names)) if names else []
     print(f"{len(runs)} runs; each cell: median (range); ratios are taken within a run\n")
-    print("| metric | acp_fast ÷ sdk | acp_fast ÷ floor | acp_fast | floor |")
-    print("|---|---|---|---|---|")
+    heads = "".join(f" {x} ÷ floor |" for x in extra)
+    print("| metric | acp_fast ÷ sdk | acp_fast ÷ floor | acp_fast | floor |" + heads)
+    print("|---|---|---|---|---|" + "---|" * len(extra))
     for label, scenario, key, _lower, fmt in ROWS:
         if not any(scenario in r for r in runs):
             continue
@@ -63,7 +72,10 @@ def main(paths: list[str]) -> int:
                 vs_sdk.append(a / s)
             if a is not None and f:
                 vs_floor.append(a / f)
-        cells = (label, _ratio_span(vs_sdk), _ratio_span(vs_floor), _span(ours, fmt), _span(floor, fmt))
+        cells = [label, _ratio_span(vs_sdk), _ratio_span(vs_floor), _span(ours, fmt), _span(floor, fmt)]
+        for x in extra:
+            pairs = ((_value(r, scenario, x, key), _value(r, scenario, "floor", key)) for r in runs)
+            cells.append(_ratio_span([v / f for v, f in pairs if v is not None and f]))
         print("| " + " | ".join(cells) + " |")
     print()
     counts: dict[str, list[bool | None]] = {}

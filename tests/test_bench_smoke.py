@@ -62,6 +62,7 @@ def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path
         for scenario in ("requests_per_s", "sessions_per_s"):
             assert results[scenario][target]["bursts"] == 2 and len(results[scenario][target]["per_s_bursts"]) == 2
             assert results[scenario][target]["cpu_us"] > 0  # Linux: the agent's CPU time from /proc
+            assert results[scenario][target]["driver_cpu_us"] > 0  # the bench's own, beside it
     # The framework-only session/new row: the demo without its start hook, the floor's row beside it.
     no_hook = results[NO_HOOK_SCENARIO]
     assert set(no_hook) == {"acp_fast", "floor"} and no_hook["acp_fast"]["correct"] is True

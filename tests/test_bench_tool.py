@@ -164,6 +164,9 @@ def test_a_pipelined_row_is_the_median_of_its_timed_bursts_and_the_warmup_is_not
     assert "cpu_us" not in got  # no CPU figures, no CPU row
     with_cpu = Bursts([Rate(100, 1.0, True, 300_000), Rate(100, 1.0, True, 100_000), Rate(100, 1.0, True, 200_000)])
     assert with_cpu.summary()["cpu_us"] == 2.0 and with_cpu.summary()["cpu_us_bursts"] == [3.0, 1.0, 2.0]
+    assert "driver_cpu_us" not in with_cpu.summary()
+    driver = Bursts([Rate(100, 1.0, True, None, 500_000), Rate(100, 1.0, True, None, 100_000)]).summary()
+    assert driver["driver_cpu_us"] == 3.0 and "cpu_us" not in driver
 
 
 def test_session_new_bursts_stay_under_acp_fasts_session_limit(capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,13 +62,15 @@ class Latency:
 class Rate:
     """``count`` events in ``seconds``; ``correct`` says every event was the expected one.
 
-    ``cpu_ns``: CPU time the agent process ran meanwhile, when it could be read.
+    ``cpu_ns``: CPU time the agent process ran meanwhile, when it could be read;
+    ``driver_cpu_ns``: the same for the benchmark's own process.
     """
 
     count: int
     seconds: float
     correct: bool
     cpu_ns: int | None = None
+    driver_cpu_ns: int | None = None
 
     @property
     def per_s(self) -> float:
@@ -94,6 +96,7 @@ class Bursts:
     def summary(self) -> dict[str, Any]:
         per = [r.per_s for r in self.rates]
         cpu = [r.cpu_ns / 1000 / r.count for r in self.rates if r.cpu_ns is not None and r.count]
+        mine = [r.driver_cpu_ns / 1000 / r.count for r in self.rates if r.driver_cpu_ns is not None and r.count]
         return {
             "count": self.rates[0].count if self.rates else 0,
             "bursts": len(per),
@@ -104,6 +107,7 @@ class Bursts:
             "warmup_per_s": [r.per_s for r in self.warmups],
             # Median over the bursts of the agent's CPU microseconds per request; absent without /proc.
             **({"cpu_us": percentile(cpu, 50), "cpu_us_bursts": cpu} if cpu and len(cpu) == len(per) else {}),
+            **({"driver_cpu_us": percentile(mine, 50)} if mine and len(mine) == len(per) else {}),
             "seconds": sum(r.seconds for r in self.rates),
             "correct": bool(per) and all(r.correct for r in [*self.rates, *self.warmups]),
         }
