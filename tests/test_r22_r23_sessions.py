@@ -347,3 +347,31 @@ def test_r22_r26_start_callbacks_waiting_for_output_room_start_no_others_until_t
         await close_and_check(h)
 
     run(body())
+
+
+class IdlessAgent(Agent):
+    """Leaves the session id to the server: once with nothing, once with a shared dict of its own."""
+
+    SHARED: dict[str, Any] = {"modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}]}}
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any], **kwargs: Any) -> dict[str, Any] | None:
+        self.calls += 1
+        return None if self.calls == 1 else self.SHARED
+
+
+def test_session_new_without_an_id_from_the_agent_gets_one_and_the_agents_dict_is_left_alone(run: Any) -> None:
+    async def body() -> None:
+        h = Harness(IdlessAgent())
+        await h.initialize()
+        first = (await h.call("session/new", {"cwd": CWD, "mcpServers": []}))["result"]
+        second = (await h.call("session/new", {"cwd": CWD, "mcpServers": []}))["result"]
+        assert first["sessionId"].startswith("sess_") and second["sessionId"].startswith("sess_")
+        assert first["sessionId"] != second["sessionId"]
+        assert second["modes"] == IdlessAgent.SHARED["modes"] and "sessionId" not in IdlessAgent.SHARED
+        assert h.server.sessions.find(second["sessionId"]).mode_id == "ask"  # type: ignore[union-attr]
+        await close_and_check(h)
+
+    run(body())

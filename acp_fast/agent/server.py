@@ -443,15 +443,17 @@ class AgentServer:
         session).
         """
         queue = self._to_start
-        sessions = self.sessions
+        opened = self.sessions.by_id
         conn = self.conn
         hook = self.agent.on_session_start
-        while queue and conn.state is State.OPEN:
+        copy_context = contextvars.copy_context
+        open_state = State.OPEN
+        while queue and conn.state is open_state:
             session_id = queue.popleft()
-            if session_id not in sessions:
+            if session_id not in opened:
                 continue
             coro = hook(session_id)
-            context = contextvars.copy_context()
+            context = copy_context()
             try:
                 first = context.run(coro.send, None)
             except StopIteration:
@@ -491,15 +493,17 @@ class AgentServer:
 
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.check_capacity()
-        self._check_start_room()
+        if len(self._to_start) >= self.limits.max_sessions:
+            self._check_start_room()
         if len(kw) == 3:  # no _meta: named arguments cost less than unpacking the dict
             call = self.agent.new_session(
                 cwd=kw["cwd"], mcp_servers=kw["mcp_servers"], additional_directories=kw["additional_directories"]
             )
         else:
             call = self.agent.new_session(**kw)
-        result = dict(await call or {})
-        if "sessionId" not in result:
+        result = await call
+        if type(result) is not dict or "sessionId" not in result:  # else answered as the agent built it
+            result = dict(result or {})
             result["sessionId"] = new_session_id("sess_")
         session_id = result["sessionId"]
         self._open(session_id, kw, result)

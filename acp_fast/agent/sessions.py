@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from ..wire.errors import InvalidParams, PromptInProgress, ServerBusy
@@ -137,6 +137,8 @@ class SessionTable:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._sessions: dict[str, Session] = {}
+        #: The sessions by id, for lookups on hot paths; change the table only through its methods.
+        self.by_id: Mapping[str, Session] = self._sessions
 
     def check_capacity(self) -> None:
         """Raise ServerBusy if no further session fits."""
