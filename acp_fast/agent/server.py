@@ -168,8 +168,8 @@ class AgentServer:
             on_server(self)
         conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
         conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
-        conn.on_receive_notification_sync("session/cancel", self._on_cancel_notification)
-        conn.on_receive_notification_sync("$/cancel_request", self._on_cancel_notification)
+        conn.on_receive_notification_sync("session/cancel", self.on_cancel_notification)
+        conn.on_receive_notification_sync("$/cancel_request", self.on_cancel_notification)
         self._cancel_hook = type(agent).cancel is not Agent.cancel
         self._turn_end_hook = type(agent).on_turn_end is not Agent.on_turn_end
         conn.on_shutdown(self._shutdown)
@@ -219,8 +219,13 @@ class AgentServer:
         return True
 
     # -- cancellation (R06, R10-R12) ----------------------------------------------------------
-    def _on_cancel_notification(self, note: Notification) -> None:
-        """Synchronous, so it can run straight from the read callback (see dispatch)."""
+    def on_cancel_notification(self, note: Notification) -> None:
+        """``session/cancel`` and ``$/cancel_request`` (R06, R10-R12).
+
+        Synchronous, so it can run straight from the read callback (see
+        dispatch). Public for adapters that see a cancel first (compat) and
+        hand over the ones for sessions this server holds.
+        """
         spec = AGENT_METHODS[note.method]
         try:
             kwargs = spec.parse(note.params)

@@ -332,7 +332,7 @@ class SdkAgent(Agent):
             if route is not None and sdk_defines(self.sdk_agent, "cancel"):
                 server.conn.spawn(self._quiet(call_route(self.sdk_agent, route, note.params)), name="acp.compat.cancel")
             return
-        server._on_cancel_notification(note)
+        server.on_cancel_notification(note)
 
     @staticmethod
     async def _quiet(work: Awaitable[Any]) -> None:
