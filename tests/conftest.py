@@ -1,10 +1,16 @@
 """Fixtures every test shares: both framers, both read paths, both event loops, async-failure guards.
 
 ``read_path`` runs a test under each way a harness can feed its connection:
-the production combination (compiled framer, the loop's buffered read path)
+the production combination (the live framer, the loop's buffered read path)
 and the pure-Python twin through ``data_received``. Modules whose tests build
 a ``Harness`` take it for every test with
 ``pytestmark = pytest.mark.usefixtures("read_path")``.
+
+``ACP_FAST_NO_EXTENSIONS=1`` runs the suite on the pure-Python modules alone,
+as an install without a compiler gets them: tests marked ``c_extension`` (the
+compiled modules against their twins) skip, everything else runs, the
+production read path with the pure-Python framer. Without it, a compiled module
+that is missing fails its tests rather than skipping them.
 
 ``run`` executes a coroutine on a fresh loop of the parametrised kind
 (asyncio, uvloop, and for the dispatch tests asyncio with the eager task
@@ -23,7 +29,7 @@ import pytest
 
 from acp_fast.wire import _framing_py
 from acp_fast.wire.framing import IMPLEMENTATION
-from tests.helpers import READ_PATHS, Harness
+from tests.helpers import NO_EXTENSIONS, READ_PATHS, Harness
 
 try:
     from acp_fast.wire import _framing as _framing_c
@@ -43,26 +49,34 @@ FRAMERS = [
 ]
 
 
+NOT_BUILT = "the Cython framer is not built (pip install -e .; ACP_FAST_NO_EXTENSIONS=1 tests without it)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``ACP_FAST_NO_EXTENSIONS=1``, skip the tests of the compiled modules, saying why."""
+    if not NO_EXTENSIONS:
+        return
+    skip = pytest.mark.skip(reason="ACP_FAST_NO_EXTENSIONS=1: this tests a compiled module, which is not in use")
+    for item in items:
+        if item.get_closest_marker("c_extension") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(params=FRAMERS)
 def framer_cls(request: pytest.FixtureRequest) -> type:
     if request.param == "c":
         if _framing_c is None:
-            pytest.fail("the Cython framer is not built (pip install -e .)")
+            pytest.fail(NOT_BUILT)
         return _framing_c.LineFramer
     return _framing_py.LineFramer
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(path, id=path, marks=[pytest.mark.c_extension] if path == "production" else [])
-        for path in READ_PATHS
-    ]
-)
+@pytest.fixture(params=READ_PATHS)
 def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every Harness built during the test feeds its connection this way."""
     path = str(request.param)
-    if path == "production" and IMPLEMENTATION != "c":
-        pytest.fail("the Cython framer is not built (pip install -e .)")
+    if path == "production" and IMPLEMENTATION != "c" and not NO_EXTENSIONS:
+        pytest.fail(NOT_BUILT)
     monkeypatch.setattr(Harness, "read_path", path)
     return path
 

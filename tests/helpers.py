@@ -15,6 +15,7 @@ end-to-end tests that run a real agent subprocess over pipes.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -31,12 +32,16 @@ from acp_fast.wire.framing import new_framer
 from acp_fast.wire.limits import Limits
 
 #: How a harness feeds its connection. "production" is what ``acp-fast serve``
-#: runs under uvloop: the live (compiled) framer, the loop reading into the
-#: protocol's buffer (``get_buffer``/``buffer_updated``). "twin" is the
-#: pure-Python framer fed through ``data_received`` (the stdlib pipe path).
-#: Either way a parked dispatch loop takes the lines inline, from the read
-#: callback. conftest's ``read_path`` fixture runs a test module under both.
+#: runs under uvloop: the live framer (compiled, unless ``NO_EXTENSIONS``), the
+#: loop reading into the protocol's buffer (``get_buffer``/``buffer_updated``).
+#: "twin" is the pure-Python framer fed through ``data_received`` (the stdlib
+#: pipe path). Either way a parked dispatch loop takes the lines inline, from
+#: the read callback. conftest's ``read_path`` fixture runs a test module under both.
 READ_PATHS = ("production", "twin")
+
+#: The product reads this variable to use its pure-Python modules only; the
+#: suite then checks that path and skips the tests of the compiled modules.
+NO_EXTENSIONS = os.environ.get("ACP_FAST_NO_EXTENSIONS") == "1"
 
 
 class ClientEnd:

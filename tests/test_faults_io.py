@@ -1,4 +1,4 @@
-"""R13, R14, R26: the write side, the transports and the exit, over real pipes with the compiled framer.
+"""R13, R14, R26: the write side, the transports and the exit, over real pipes, with the live framer and decoder.
 
 Each test drives a real ``python -m acp_fast`` subprocess (``FaultAgent`` of
 test_faults, or the demo) the way a client that misbehaves would: it stops

@@ -19,8 +19,6 @@ import pytest
 
 pytest.importorskip("atheris", reason="atheris is not installed (pip install -e '.[test]' brings it on Linux)")
 
-pytestmark = pytest.mark.c_extension
-
 ROOT = Path(__file__).resolve().parent.parent
 HANG_S = 300  # turns a hang into a failure; a pass takes a few seconds
 

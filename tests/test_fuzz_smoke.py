@@ -15,8 +15,6 @@ import pytest
 
 HARNESS = Path(__file__).resolve().parent.parent / "fuzz" / "fuzz_framer.py"
 
-pytestmark = pytest.mark.c_extension
-
 
 def _load_harness() -> ModuleType:
     spec = importlib.util.spec_from_file_location("fuzz_framer", HARNESS)
@@ -29,6 +27,7 @@ def _load_harness() -> ModuleType:
 harness = _load_harness()
 
 
+@pytest.mark.c_extension
 def test_r25_harness_compares_both_framers() -> None:
     assert len(harness.FRAMERS) == 2, "the Cython framer is not built (pip install -e .)"
 

@@ -10,12 +10,14 @@ never through timing.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 import orjson
 import pytest
 
 from acp_fast.agent.base import Agent
+from acp_fast.wire import jsonrpc
 from acp_fast.wire.limits import KiB, Limits
 from tests.helpers import ConnectionHarness, Harness, close_and_check, prompt_params
 
@@ -139,6 +141,36 @@ def test_r26_answers_are_backpressure_too_and_reading_stops_mid_chunk(run: Any, 
         assert all(m["id"] is None and m["error"]["code"] == -32700 for m in errors)
         assert last["id"] == probe["id"], last  # every answer, in order, once the client reads
         assert h.read_transport.reading
+        await close_and_check(h)
+
+    run(body())
+
+
+@pytest.mark.parametrize("decoder", ["live", "python"])
+def test_r26_a_bad_line_waiting_in_the_inbox_keeps_nothing_of_its_read_chunk(
+    run: Any, decoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inbox is bounded in items; that bounds memory only if a queued error holds no more than its answer.
+
+    A line is a view into the read buffer, and the frames of the read callback
+    hold the chunk's other lines: an error that kept any of them alive (the
+    pure-Python decoder's chained JSON error, through its traceback, once did)
+    grew a flooded agent by four times what the compiled path does.
+    """
+    if decoder == "python":
+        monkeypatch.setattr(jsonrpc, "decode", jsonrpc.decode_py)
+
+    async def body() -> None:
+        h = ConnectionHarness()
+        line = memoryview(bytearray(b"x"))
+        ref = weakref.ref(line)
+        h.conn.feed_line(line)
+        del line
+        assert h.conn.counts["inbox"] == 1
+        assert ref() is None, "the queued error keeps its line alive"
+        h.conn.feed_end()
+        await h.wait_for(lambda: len(h.messages) == 1)
+        assert h.messages[0]["id"] is None and h.messages[0]["error"]["code"] == -32700, h.messages
         await close_and_check(h)
 
     run(body())

@@ -149,8 +149,11 @@ class _BadLine:
     def __init__(self, error: AcpError, id: JsonId) -> None:
         # Only the message and code are answered. The traceback would hold the
         # frame that caught the error, and that frame this item: a reference
-        # cycle per bad line, left for the cyclic collector.
+        # cycle per bad line, left for the cyclic collector. The chained error
+        # (the pure-Python decoder's JSON error) holds the decoder's frame, and
+        # through it the line and the read chunk it is a view of.
         self.error = error.with_traceback(None)
+        self.error.__context__ = None
         self.id = id
 
 
