@@ -575,3 +575,29 @@ def test_r27_close_frame_during_a_prompt_cancels_it_and_its_answer_precedes_the_
         await _wait_counts_zero(host)
 
     run(_with_host(body))
+
+
+def test_r27_an_established_connection_keeps_no_upgrade_headers_and_the_auth_hook_still_saw_them(run: Any) -> None:
+    """picows keeps the upgrade request and response for a connection's life: their header maps
+    (read once, to route and authorize the upgrade) are dropped once the connection is up."""
+    seen: list[str | None] = []
+
+    def authorize(headers: Any) -> Any:
+        seen.append(headers.get("authorization"))
+        return "alice"
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(_url(host), additional_headers={"Authorization": "Bearer t0k"})
+        await c.initialize()
+        peers = [p for p in host._peers if getattr(p, "ws", None) is not None]
+        assert len(peers) == 1
+        ws = peers[0].ws
+        assert ws.request.path.startswith(b"/acp")  # the request itself is still there
+        assert len(ws.request.headers) == 0 and len(ws.response.headers) == 0
+        sid = await c.new_session()  # and the connection serves on
+        assert (await c.request("session/set_mode", {"sessionId": sid, "modeId": "code"}))["result"] == {}
+        await c.close()
+        await _wait_counts_zero(host)
+
+    run(_with_host(body, authorize=authorize))
+    assert seen == ["Bearer t0k"]
