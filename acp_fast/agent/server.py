@@ -441,11 +441,12 @@ class AgentServer:
         was a fifth of a pipelined session/new. One that suspends keeps this
         task for the rest of its run, exactly as if it had been spawned alone
         (``current_task``, timeouts and task groups see one task throughout),
-        and another starter takes the rest of the queue meanwhile; when the
-        output is above its high-water mark, only once there is room again
+        and another starter takes the rest of the queue meanwhile; while the
+        transport is paused above its high-water mark, only once it resumes
         (the next callbacks would only queue their output and wait too: with
         a client pipelining session/new, that was a task and a wait per
-        session).
+        session). A paused transport always resumes or is lost, and either
+        releases the writer's flow waiters, so the queue cannot stall there.
         """
         queue = self._to_start
         opened = self.sessions.by_id
@@ -468,8 +469,8 @@ class AgentServer:
                 continue
             if queue and not self._start_scheduled:  # the next sessions start beside this one
                 self._start_scheduled = True
-                if conn.writer.must_wait:  # it waits for room in the output, and so would they: start
-                    conn.writer.on_flow(self._start_sessions)  # them when there is room, not now
+                if conn.writer.paused:  # it waits for room in the output, and so would they: start them
+                    conn.writer.on_flow(self._start_sessions)  # when the transport resumes, not now
                 else:
                     conn.loop.call_soon(self._start_sessions)
             try:

@@ -129,7 +129,11 @@ class Writer:
         await asyncio.shield(self._drain_waiter)
 
     def on_flow(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` on the loop when ``wait_flow`` waiters are next released; no task of its own."""
+        """Call ``callback`` on the loop when ``wait_flow`` waiters are next released; no task of its own.
+
+        Released by ``resume_writing``, a lost connection or ``wake``: register
+        it while ``paused``, or something else must call ``wake``.
+        """
         if self._drain_waiter is None or self._drain_waiter.done():
             self._drain_waiter = self._loop.create_future()
         self._drain_waiter.add_done_callback(lambda _f: callback())
