@@ -37,7 +37,7 @@ from acp_fast.agent.server import AgentServer
 from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
-from acp_fast.peer.memory import MemoryTransport
+from acp_fast.peer.memory import MemoryTransport, Unwatched
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire.framing import LineFramer
@@ -73,19 +73,6 @@ class _Sink:
             self.done.set_result(None)
 
 
-class _Unpaced:
-    """A write end's flow reports, ignored: the sink reads everything at once, the feeder never waits."""
-
-    def pause_writing(self) -> None:
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        pass
-
-
 class _Drain:
     """The StreamWriter protocol side: never paused, so drain() returns at once."""
 
@@ -109,7 +96,7 @@ class Wired:
             self.agent: Any = DemoAgent()
             AgentServer(self.agent, conn)
             reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
-            into = MemoryTransport(loop, _Unpaced(), immediate=True)
+            into = MemoryTransport(loop, Unwatched(), immediate=True)
             into.connect(reader, zero_copy=False)  # data_received, as before the shared transport
             writer.attach(MemoryTransport(loop, writer, self.sink, immediate=True))
             self.task = loop.create_task(conn.run())
@@ -121,7 +108,7 @@ class Wired:
             async def build() -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
                 # The SDK's connection starts its sender task at construction: it needs a running loop.
                 stream = asyncio.StreamReader(limit=64 * 1024 * 1024)
-                sink = MemoryTransport(loop, _Unpaced(), self.sink, immediate=True)
+                sink = MemoryTransport(loop, Unwatched(), self.sink, immediate=True)
                 out = asyncio.StreamWriter(sink, _Drain(), None, loop)  # type: ignore[arg-type]
                 self.agent = SdkDemoAgent()
                 sdk = AgentSideConnection(self.agent, out, stream, listening=False)

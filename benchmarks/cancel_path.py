@@ -40,24 +40,11 @@ from acp_fast.agent.serve import YOUNG_GC_THRESHOLD
 from acp_fast.agent.server import AgentServer
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
-from acp_fast.peer.memory import MemoryTransport
+from acp_fast.peer.memory import MemoryTransport, Unwatched
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire.framing import LineFramer
 from acp_fast.wire.limits import Limits
-
-
-class _Unpaced:
-    """The feeding end's flow reports, ignored: the server reads everything at once."""
-
-    def pause_writing(self) -> None:
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        pass
 
 
 class _Sink:
@@ -99,7 +86,7 @@ async def run(rounds: int, profile: bool) -> dict[str, Any]:
     conn = Connection(loop, writer, limits)
     AgentServer(DemoAgent(), conn)
     reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
-    into = MemoryTransport(loop, _Unpaced(), immediate=True)
+    into = MemoryTransport(loop, Unwatched(), immediate=True)
     into.connect(reader)
     sink = _Sink(loop)
     writer.attach(MemoryTransport(loop, writer, sink, immediate=True))

@@ -24,7 +24,7 @@ import orjson
 from acp_fast.agent.base import Agent
 from acp_fast.agent.server import AgentServer
 from acp_fast.peer.connection import Connection
-from acp_fast.peer.memory import MemoryTransport
+from acp_fast.peer.memory import MemoryTransport, Unwatched
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
 from acp_fast.wire import _framing_py
@@ -44,27 +44,14 @@ READ_PATHS = ("production", "twin")
 NO_EXTENSIONS = os.environ.get("ACP_FAST_NO_EXTENSIONS") == "1"
 
 
-class ClientEnd:
-    """The test client's write end of its pipe into the agent: it writes whatever a test sends.
-
-    It is told when the agent stops reading (the pipe then holds what is
-    sent, as a real pipe would) and ignores it; a test that wants to know
-    looks at ``read_transport.reading``.
-    """
-
-    def pause_writing(self) -> None:
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        pass
-
-
 def pipe_into(reader: ReadProtocol, read_path: str) -> MemoryTransport:
-    """The client's pipe into ``reader``, fed the way ``read_path`` names; delivery is in ``write``."""
-    pipe = MemoryTransport(asyncio.get_running_loop(), ClientEnd(), immediate=True)
+    """The client's pipe into ``reader``, fed the way ``read_path`` names; delivery is in ``write``.
+
+    The client writes whatever a test sends and never waits: when the agent
+    stops reading, the pipe holds what is sent, as a real pipe would; a test
+    that wants to know looks at ``read_transport.reading``.
+    """
+    pipe = MemoryTransport(asyncio.get_running_loop(), Unwatched(), immediate=True)
     pipe.connect(reader, zero_copy=read_path == "production")
     return pipe
 

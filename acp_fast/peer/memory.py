@@ -33,6 +33,23 @@ class FlowControlled(Protocol):
     def connection_lost(self, exc: BaseException | None) -> None: ...
 
 
+class Unwatched:
+    """A write end whose flow reports go nowhere: a feeder that writes and never waits.
+
+    A pipe's feeding end in tests and benchmarks; the stream still holds what
+    a reader does not take, as a real pipe would.
+    """
+
+    def pause_writing(self) -> None:
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        pass
+
+
 class MemoryTransport(asyncio.WriteTransport):
     """The write end of one direction of an in-memory stream.
 
