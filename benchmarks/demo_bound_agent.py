@@ -26,9 +26,7 @@ the demo's work in Python on this loop, not a competitor.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-import os
 import sys
 from typing import Any
 
@@ -102,18 +100,6 @@ class Bound(echo_floor.Floor):
         self.to_start.append(session_id)
 
 
-async def main() -> None:
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    out_proto = echo_floor._Out()
-    out, _ = await loop.connect_write_pipe(lambda: out_proto, os.fdopen(os.dup(1), "wb", buffering=0))
-    bound = Bound(loop, out, done)
-    out_proto.floor = bound
-    await loop.connect_read_pipe(lambda: bound, os.fdopen(os.dup(0), "rb", buffering=0))
-    await done
-    out.close()
-
-
 if __name__ == "__main__":
     import gc
 
@@ -121,5 +107,5 @@ if __name__ == "__main__":
 
     gc.freeze()  # the collector as acp-fast demo sets it
     gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
-    uvloop.run(main())
+    uvloop.run(echo_floor.main(Bound))
     sys.exit(0)

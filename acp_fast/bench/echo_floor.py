@@ -144,12 +144,13 @@ class _Out(asyncio.Protocol):
             self.floor.resume_writing()
 
 
-async def main() -> None:
+async def main(floor_cls: type[Floor] = Floor) -> None:
+    """Serve stdin/stdout until EOF; ``floor_cls`` lets a variant of the floor reuse this set-up."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     out_proto = _Out()
     out, _ = await loop.connect_write_pipe(lambda: out_proto, os.fdopen(os.dup(1), "wb", buffering=0))
-    floor = Floor(loop, out, done)
+    floor = floor_cls(loop, out, done)
     out_proto.floor = floor
     await loop.connect_read_pipe(lambda: floor, os.fdopen(os.dup(0), "rb", buffering=0))
     await done
