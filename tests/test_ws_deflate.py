@@ -32,7 +32,7 @@ from acp_fast.transports.ws_deflate import (
 )
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import with_host as _with_host
-from tests.ws_helpers import WsClient
+from tests.ws_helpers import WsClient, read_frame
 from tests.ws_helpers import client_frame as _frame
 
 ON = Limits(ws_deflate=True)
@@ -196,13 +196,7 @@ async def _raw_close_code(
         writer.write(f)
     code = -1
     for _ in range(1000):  # frames until the close frame (answers to what was sent may come first)
-        b0, b1 = await reader.readexactly(2)
-        size = b1 & 0x7F
-        if size == 126:
-            size = struct.unpack(">H", await reader.readexactly(2))[0]
-        elif size == 127:
-            size = struct.unpack(">Q", await reader.readexactly(8))[0]
-        payload = await reader.readexactly(size)
+        b0, payload = await read_frame(reader)
         if b0 & 0x0F == 0x8:
             code = struct.unpack(">H", payload[:2])[0]
             break
