@@ -13,27 +13,10 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { createServer } from "node:net";
-import { fileURLToPath } from "node:url";
-import * as acp from "@agentclientprotocol/sdk";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { captureConsoleErrors, signal, startDemo, walk } from "./common.mjs";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PYTHON = process.env.ACP_FAST_PYTHON || "python";
-const LONG = "stream 100000 5"; // only a cancel ends it
 const CLIENTS = 20;
-
-async function freePort() {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address();
-  server.close();
-  await once(server, "close");
-  return port;
-}
 
 /** `fetch` that records the Acp-Connection-Id of each initialize answer, and every status seen. */
 const connectionIds = [];
@@ -50,99 +33,13 @@ async function recordingFetch(input, init) {
   return response;
 }
 
-function signal() {
-  let waiters = [];
-  return {
-    changed() {
-      const ready = waiters;
-      waiters = [];
-      for (const wake of ready) wake();
-    },
-    async until(predicate) {
-      while (!predicate()) await new Promise((resolve) => waiters.push(resolve));
-    },
-  };
-}
-
-async function walk(url) {
-  const updates = [];
-  const permissionRequests = [];
-  const seen = signal();
-  const app = acp
-    .client({ name: "acp-fast-http-interop" })
-    .onNotification(acp.methods.client.session.update, ({ params }) => {
-      updates.push(params);
-      seen.changed();
-    })
-    .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
-      permissionRequests.push(params);
-      const allow = params.options.find((o) => o.kind === "allow_once");
-      return { outcome: { outcome: "selected", optionId: allow.optionId } };
-    });
-  const texts = (sid) =>
-    updates
-      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk")
-      .map((u) => u.update.content.text);
-  const stream = createHttpStream(url, { fetch: recordingFetch });
-  await app.connectWith(stream, async (agent) => {
-    const prompt = (sid, text) =>
-      agent.request(acp.methods.agent.session.prompt, { sessionId: sid, prompt: [{ type: "text", text }] });
-    const init = await agent.request(acp.methods.agent.initialize, {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: {},
-      clientInfo: { name: "acp-fast-http-interop", version: "0.0.0" },
-    });
-    assert.equal(init.protocolVersion, 1);
-    const sid = (await agent.request(acp.methods.agent.session.new, { cwd: ROOT, mcpServers: [] })).sessionId;
-
-    assert.equal((await prompt(sid, "stream 3 0")).stopReason, "end_turn");
-    assert.deepEqual(texts(sid).slice(-3), ["chunk 0 ", "chunk 1 ", "chunk 2 "]);
-
-    const before = texts(sid).length;
-    let finished = false;
-    const running = prompt(sid, LONG).then((r) => {
-      finished = true;
-      return r;
-    });
-    await seen.until(() => texts(sid).length > before);
-    await agent.request(acp.methods.agent.session.setMode, { sessionId: sid, modeId: "code" });
-    assert.equal(finished, false, "set_mode was answered while the prompt ran");
-    await agent.notify(acp.methods.agent.session.cancel, { sessionId: sid });
-    assert.equal((await running).stopReason, "cancelled");
-
-    assert.equal((await prompt(sid, "tool")).stopReason, "end_turn");
-    assert.equal(permissionRequests.length, 1);
-
-    const sid2 = (await agent.request(acp.methods.agent.session.new, { cwd: ROOT, mcpServers: [] })).sessionId;
-    assert.notEqual(sid2, sid);
-    assert.equal((await prompt(sid2, "stream 2 0")).stopReason, "end_turn");
-  });
-}
-
 test("TS SDK Streamable HTTP clients walk acp-fast demo --listen, 20 at once", async () => {
-  const logged = [];
-  const originalError = console.error;
-  console.error = (...args) => {
-    logged.push(args);
-    originalError(...args);
-  };
-  const port = await freePort();
-  const child = spawn(PYTHON, ["-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", `127.0.0.1:${port}`], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "pipe"],
-  });
-  const exited = once(child, "exit");
-  let stderr = "";
-  const listening = new Promise((resolve) => {
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-      if (stderr.includes("serving ACP over WebSocket and Streamable HTTP")) resolve();
-    });
-  });
+  const errors = captureConsoleErrors();
+  const { child, exited, port } = await startDemo("serving ACP over WebSocket and Streamable HTTP");
   try {
-    await listening;
     const url = `http://127.0.0.1:${port}/acp`;
-    await Promise.all(Array.from({ length: CLIENTS }, () => walk(url)));
+    const walkOne = () => walk("acp-fast-http-interop", createHttpStream(url, { fetch: recordingFetch }));
+    await Promise.all(Array.from({ length: CLIENTS }, walkOne));
     assert.equal(connectionIds.length, CLIENTS);
     assert.equal(new Set(connectionIds).size, CLIENTS, "each initialize answer carried a distinct Acp-Connection-Id");
     // The SDK sends DELETE when the stream closes, without connectWith waiting for its answer.
@@ -153,7 +50,7 @@ test("TS SDK Streamable HTTP clients walk acp-fast demo --listen, 20 at once", a
     child.kill("SIGTERM");
   }
   const [code] = await exited;
-  console.error = originalError;
+  errors.restore();
   assert.equal(code, 0, "the server drains and exits cleanly on SIGTERM");
-  assert.deepEqual(logged, [], "the SDK reported invalid or unexpected messages");
+  assert.deepEqual(errors.logged, [], "the SDK reported invalid or unexpected messages");
 });

@@ -13,17 +13,15 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { fileURLToPath } from "node:url";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { PYTHON, ROOT, captureConsoleErrors, signal } from "./common.mjs";
 
 // The SDK's own zod schemas (not re-exported by the package entry point, so imported by path).
 const z = await import(
   new URL("./node_modules/@agentclientprotocol/sdk/dist/v1/schema/zod.gen.js", import.meta.url).href
 );
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PYTHON = process.env.ACP_FAST_PYTHON || "python";
 const LONG = "stream 100000 10"; // far longer than the test runs: only a cancel ends it
 
 /** Records every complete line that passes through, then forwards the bytes unchanged. */
@@ -41,28 +39,8 @@ function tap(lines) {
   });
 }
 
-/** A tiny event-driven waiter: `changed()` after each observation, `until(pred)` resolves once true. */
-function signal() {
-  let waiters = [];
-  return {
-    changed() {
-      const ready = waiters;
-      waiters = [];
-      for (const wake of ready) wake();
-    },
-    async until(predicate) {
-      while (!predicate()) await new Promise((resolve) => waiters.push(resolve));
-    },
-  };
-}
-
 test("TS SDK client walks acp-fast demo: stream, cancel, R07, R10, mode, permission, fs, R06", async () => {
-  const logged = [];
-  const originalError = console.error;
-  console.error = (...args) => {
-    logged.push(args);
-    originalError(...args);
-  };
+  const errors = captureConsoleErrors();
 
   const child = spawn(PYTHON, ["-m", "acp_fast", "demo"], { cwd: ROOT, stdio: ["pipe", "pipe", "inherit"] });
   const exited = once(child, "exit");
@@ -177,7 +155,7 @@ test("TS SDK client walks acp-fast demo: stream, cancel, R07, R10, mode, permiss
   // The SDK closed its side when the workflow ended; the agent must still exit cleanly.
   child.stdin.end();
   const [code] = await exited;
-  console.error = originalError;
+  errors.restore();
   assert.equal(code, 0, "the agent exits cleanly");
 
   // R04/R06 on the raw lines: one response per request id, none for the notifications.
@@ -186,5 +164,5 @@ test("TS SDK client walks acp-fast demo: stream, cancel, R07, R10, mode, permiss
   assert.deepEqual(responseIds, requestIds);
   // Every notification the agent sent passed the SDK's schema and reached the handler.
   assert.equal(received.filter((m) => m.method === "session/update").length, updates.length);
-  assert.deepEqual(logged, [], "the SDK reported invalid or unexpected messages");
+  assert.deepEqual(errors.logged, [], "the SDK reported invalid or unexpected messages");
 });

@@ -11,28 +11,11 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { createServer } from "node:net";
-import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
-import * as acp from "@agentclientprotocol/sdk";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { captureConsoleErrors, startDemo, walk } from "./common.mjs";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PYTHON = process.env.ACP_FAST_PYTHON || "python";
-const LONG = "stream 100000 5"; // only a cancel ends it
 const CLIENTS = 20;
-
-async function freePort() {
-  const server = createServer();
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address();
-  server.close();
-  await once(server, "close");
-  return port;
-}
 
 /** `ws.WebSocket` that records the Acp-Connection-Id of each 101 it receives. */
 const connectionIds = [];
@@ -41,20 +24,6 @@ class RecordingWebSocket extends WebSocket {
     super(...args);
     this.on("upgrade", (res) => connectionIds.push(res.headers["acp-connection-id"]));
   }
-}
-
-function signal() {
-  let waiters = [];
-  return {
-    changed() {
-      const ready = waiters;
-      waiters = [];
-      for (const wake of ready) wake();
-    },
-    async until(predicate) {
-      while (!predicate()) await new Promise((resolve) => waiters.push(resolve));
-    },
-  };
 }
 
 /** `ws.WebSocket` (which offers permessage-deflate by default) that records each 101's extensions. */
@@ -66,87 +35,20 @@ class DeflateRecordingWebSocket extends WebSocket {
   }
 }
 
-async function walk(url, WebSocketClass = RecordingWebSocket) {
-  const updates = [];
-  const permissionRequests = [];
-  const seen = signal();
-  const app = acp
-    .client({ name: "acp-fast-ws-interop" })
-    .onNotification(acp.methods.client.session.update, ({ params }) => {
-      updates.push(params);
-      seen.changed();
-    })
-    .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
-      permissionRequests.push(params);
-      const allow = params.options.find((o) => o.kind === "allow_once");
-      return { outcome: { outcome: "selected", optionId: allow.optionId } };
-    });
-  const texts = (sid) =>
-    updates
-      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk")
-      .map((u) => u.update.content.text);
-  const stream = createWebSocketStream(url, { WebSocket: WebSocketClass });
-  await app.connectWith(stream, async (agent) => {
-    const prompt = (sid, text) =>
-      agent.request(acp.methods.agent.session.prompt, { sessionId: sid, prompt: [{ type: "text", text }] });
-    const init = await agent.request(acp.methods.agent.initialize, {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: {},
-      clientInfo: { name: "acp-fast-ws-interop", version: "0.0.0" },
-    });
-    assert.equal(init.protocolVersion, 1);
-    const sid = (await agent.request(acp.methods.agent.session.new, { cwd: ROOT, mcpServers: [] })).sessionId;
-
-    assert.equal((await prompt(sid, "stream 3 0")).stopReason, "end_turn");
-    assert.deepEqual(texts(sid).slice(-3), ["chunk 0 ", "chunk 1 ", "chunk 2 "]);
-
-    const before = texts(sid).length;
-    let finished = false;
-    const running = prompt(sid, LONG).then((r) => {
-      finished = true;
-      return r;
-    });
-    await seen.until(() => texts(sid).length > before);
-    await agent.request(acp.methods.agent.session.setMode, { sessionId: sid, modeId: "code" });
-    assert.equal(finished, false, "set_mode was answered while the prompt ran");
-    await agent.notify(acp.methods.agent.session.cancel, { sessionId: sid });
-    assert.equal((await running).stopReason, "cancelled");
-
-    assert.equal((await prompt(sid, "tool")).stopReason, "end_turn");
-    assert.equal(permissionRequests.length, 1);
-
-    const sid2 = (await agent.request(acp.methods.agent.session.new, { cwd: ROOT, mcpServers: [] })).sessionId;
-    assert.notEqual(sid2, sid);
-    assert.equal((await prompt(sid2, "stream 2 0")).stopReason, "end_turn");
-  });
-}
-
-/** `acp-fast demo --listen` on a free port with `extra` flags; resolves once it listens. */
-async function startDemo(extra = []) {
-  const port = await freePort();
-  const args = ["-m", "acp_fast", "demo", "--pace-ms", "1", "--listen", `127.0.0.1:${port}`, ...extra];
-  const child = spawn(PYTHON, args, { cwd: ROOT, stdio: ["ignore", "inherit", "pipe"] });
-  const exited = once(child, "exit");
-  let stderr = "";
-  await new Promise((resolve) => {
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-      if (stderr.includes("serving ACP over WebSocket")) resolve();
-    });
-  });
-  return { child, exited, url: `ws://127.0.0.1:${port}/acp` };
+/** The demo listening with `extra` flags, and one client's walk over a `WebSocketClass` socket. */
+async function startWsDemo(extra = []) {
+  const { child, exited, port } = await startDemo("serving ACP over WebSocket", extra);
+  const url = `ws://127.0.0.1:${port}/acp`;
+  const walkOne = (WebSocketClass) =>
+    walk("acp-fast-ws-interop", createWebSocketStream(url, { WebSocket: WebSocketClass }));
+  return { child, exited, walkOne };
 }
 
 test("TS SDK WebSocket clients walk acp-fast demo --listen, 20 at once", async () => {
-  const logged = [];
-  const originalError = console.error;
-  console.error = (...args) => {
-    logged.push(args);
-    originalError(...args);
-  };
-  const { child, exited, url } = await startDemo();
+  const errors = captureConsoleErrors();
+  const { child, exited, walkOne } = await startWsDemo();
   try {
-    await Promise.all(Array.from({ length: CLIENTS }, () => walk(url)));
+    await Promise.all(Array.from({ length: CLIENTS }, () => walkOne(RecordingWebSocket)));
     assert.equal(connectionIds.length, CLIENTS);
     assert.equal(new Set(connectionIds).size, CLIENTS, "each 101 carried a distinct Acp-Connection-Id");
     assert.ok(connectionIds.every((id) => typeof id === "string" && id.length > 0));
@@ -154,21 +56,16 @@ test("TS SDK WebSocket clients walk acp-fast demo --listen, 20 at once", async (
     child.kill("SIGTERM");
   }
   const [code] = await exited;
-  console.error = originalError;
+  errors.restore();
   assert.equal(code, 0, "the server drains and exits cleanly on SIGTERM");
-  assert.deepEqual(logged, [], "the SDK reported invalid or unexpected messages");
+  assert.deepEqual(errors.logged, [], "the SDK reported invalid or unexpected messages");
 });
 
 test("with --ws-deflate the ws client's permessage-deflate offer is agreed and the walk holds", async () => {
-  const logged = [];
-  const originalError = console.error;
-  console.error = (...args) => {
-    logged.push(args);
-    originalError(...args);
-  };
-  const { child, exited, url } = await startDemo(["--ws-deflate"]);
+  const errors = captureConsoleErrors();
+  const { child, exited, walkOne } = await startWsDemo(["--ws-deflate"]);
   try {
-    await Promise.all(Array.from({ length: 3 }, () => walk(url, DeflateRecordingWebSocket)));
+    await Promise.all(Array.from({ length: 3 }, () => walkOne(DeflateRecordingWebSocket)));
     assert.equal(extensionAnswers.length, 3);
     for (const answer of extensionAnswers) {
       assert.equal(answer, "permessage-deflate; server_no_context_takeover; client_no_context_takeover");
@@ -177,7 +74,7 @@ test("with --ws-deflate the ws client's permessage-deflate offer is agreed and t
     child.kill("SIGTERM");
   }
   const [code] = await exited;
-  console.error = originalError;
+  errors.restore();
   assert.equal(code, 0, "the server drains and exits cleanly on SIGTERM");
-  assert.deepEqual(logged, [], "the SDK reported invalid or unexpected messages");
+  assert.deepEqual(errors.logged, [], "the SDK reported invalid or unexpected messages");
 });
