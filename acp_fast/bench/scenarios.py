@@ -91,18 +91,20 @@ def _cpu_spent(before: int | None, after: int | None) -> int | None:
 
 async def throughput_requests(a: AgentProcess, sid: str, n: int, sup: Support) -> Rate:
     params = [sup.cheap_params(sid, 0), sup.cheap_params(sid, 1)]
-    cpu, mine = a.cpu_ns(), _DRIVER_CPU()
+    cpu, mine = await a.idle_cpu_ns(), _DRIVER_CPU()
     start = _NOW()
     p = await a.pipeline(sup.cheap_method, lambda i: params[i % 2], n)
-    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n, _cpu_spent(cpu, a.cpu_ns()), _DRIVER_CPU() - mine)
+    mine = _DRIVER_CPU() - mine
+    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n, _cpu_spent(cpu, await a.idle_cpu_ns()), mine)
 
 
 async def throughput_sessions(a: AgentProcess, n: int) -> Rate:
     """Pipelined ``session/new``: the per-request cost of a method that does real work in an agent."""
-    cpu, mine = a.cpu_ns(), _DRIVER_CPU()
+    cpu, mine = await a.idle_cpu_ns(), _DRIVER_CPU()
     start = _NOW()
     p = await a.pipeline("session/new", lambda _i: NEW_SESSION, n)
-    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n, _cpu_spent(cpu, a.cpu_ns()), _DRIVER_CPU() - mine)
+    mine = _DRIVER_CPU() - mine
+    return Rate(n, (p.last_ns - start) / 1e9, p.ok == n, _cpu_spent(cpu, await a.idle_cpu_ns()), mine)
 
 
 async def barrier(a: AgentProcess, sid: str, sup: Support) -> None:
