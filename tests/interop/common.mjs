@@ -66,10 +66,10 @@ export async function startDemo(ready, extra = []) {
 }
 
 /**
- * One client's walk over `stream`: initialize, session/new, a streaming prompt, set_mode while a
- * prompt runs, cancel mid-stream, a permission round trip, a second session on the same connection.
+ * A client app that records the session updates it receives and allows every permission request;
+ * `texts(sid)` is the agent_message_chunk texts of one session, `seen` changes after each update.
  */
-export async function walk(name, stream) {
+export function recordingClient(name) {
   const updates = [];
   const permissionRequests = [];
   const seen = signal();
@@ -88,6 +88,15 @@ export async function walk(name, stream) {
     updates
       .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk")
       .map((u) => u.update.content.text);
+  return { app, updates, permissionRequests, seen, texts };
+}
+
+/**
+ * One client's walk over `stream`: initialize, session/new, a streaming prompt, set_mode while a
+ * prompt runs, cancel mid-stream, a permission round trip, a second session on the same connection.
+ */
+export async function walk(name, stream) {
+  const { app, permissionRequests, seen, texts } = recordingClient(name);
   await app.connectWith(stream, async (agent) => {
     const prompt = (sid, text) =>
       agent.request(acp.methods.agent.session.prompt, { sessionId: sid, prompt: [{ type: "text", text }] });

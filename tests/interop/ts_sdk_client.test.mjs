@@ -15,7 +15,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
-import { PYTHON, ROOT, captureConsoleErrors, signal } from "./common.mjs";
+import { PYTHON, ROOT, captureConsoleErrors, recordingClient } from "./common.mjs";
 
 // The SDK's own zod schemas (not re-exported by the package entry point, so imported by path).
 const z = await import(
@@ -51,31 +51,16 @@ test("TS SDK client walks acp-fast demo: stream, cancel, R07, R10, mode, permiss
   const fromAgent = Readable.toWeb(child.stdout).pipeThrough(tap(received));
   const stream = acp.ndJsonStream(toAgent.writable, fromAgent);
 
-  const updates = [];
   const files = new Map();
-  const permissionRequests = [];
-  const seen = signal();
-  const app = acp
-    .client({ name: "acp-fast-interop" })
-    .onNotification(acp.methods.client.session.update, ({ params }) => {
-      updates.push(params);
-      seen.changed();
-    })
-    .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
-      permissionRequests.push(params);
-      const allow = params.options.find((o) => o.kind === "allow_once");
-      return { outcome: { outcome: "selected", optionId: allow.optionId } };
-    })
+  const client = recordingClient("acp-fast-interop");
+  const { updates, permissionRequests, seen, texts } = client;
+  const app = client.app
     .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
       files.set(params.path, params.content);
       return {};
     })
     .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => ({ content: files.get(params.path) }));
 
-  const texts = (sid) =>
-    updates
-      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "agent_message_chunk")
-      .map((u) => u.update.content.text);
   const sentCount = (method) => sent.filter((m) => m.method === method).length;
 
   await app.connectWith(stream, async (agent) => {
