@@ -340,6 +340,14 @@ _BAD_PARAMS = [
     ("session/prompt", {"sessionId": "s1"}, "prompt"),
     ("session/prompt", {"sessionId": "s1", "prompt": ["hi"]}, "prompt"),
     ("session/prompt", {"prompt": []}, "sessionId"),
+    ("session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": "be brief"}, "systemPrompt"),
+    ("session/list", {"archived": True}, "archived"),
+    ("session/archive", {}, "sessionId"),
+    ("session/unarchive", {"sessionId": 1}, "sessionId"),
+    ("session/status", {}, "sessionId"),
+    ("session/set_title", {"sessionId": "s1"}, "title"),
+    ("providers/set", {"providerId": "p", "apiType": "openai"}, "baseUrl"),
+    ("providers/disable", {}, "providerId"),
 ]
 
 

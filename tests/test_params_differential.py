@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_fast.agent import methods
-from acp_fast.agent.methods import AGENT_METHODS, _walk_fields
+from acp_fast.agent.methods import AGENT_METHODS, _walk_fields, add_undeclared
 from acp_fast.wire.errors import InvalidParams
 
 try:
@@ -49,8 +49,9 @@ def cases(draw: Any) -> tuple[str, dict[str, Any]]:
             params[field.wire] = draw(field_values)
     if draw(st.booleans()):
         params["_meta"] = draw(field_values)
-    if draw(st.booleans()):
-        params["extra"] = draw(field_values)
+    # Undeclared keys: a plain one, a camelCase one, and names that collide with declared ones.
+    for key in draw(st.lists(st.sampled_from(["extra", "messageId", "session_id", "field_meta", "cwd_"]), max_size=3)):
+        params[key] = draw(field_values)
     return method, params
 
 
@@ -74,7 +75,7 @@ def test_r24_c_and_python_params_walks_agree(case: tuple[str, dict[str, Any]]) -
         pytest.fail("the Cython params walk is not built (pip install -e .)")
     method, params = case
     steps = AGENT_METHODS[method]._steps
-    assert _walk_c(params, steps) == _walk_fields(params, steps)
+    assert _walk_c(params, steps, add_undeclared) == _walk_fields(params, steps, add_undeclared)
 
 
 @settings(max_examples=300, deadline=None)

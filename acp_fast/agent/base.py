@@ -101,6 +101,12 @@ def current_turn() -> Turn:
 class Agent:
     """Base class for agents served by acp_fast."""
 
+    #: The ``systemPrompt`` modes this agent applies ("append", and "override" too), advertised
+    #: as ``sessionCapabilities.systemPrompt``; the opening methods then receive ``system_prompt``
+    #: when the client sends one. Empty: not advertised, and a client's ``systemPrompt`` is
+    #: answered -32602 by the server (an agent that cannot apply it must refuse it).
+    system_prompt_modes: ClassVar[frozenset[str]] = frozenset()
+
     #: Extension methods (``_name``) that run in the background lane (R01).
     background_extensions: ClassVar[frozenset[str]] = frozenset()
 
@@ -215,6 +221,44 @@ class Agent:
     ) -> dict[str, Any] | None:
         raise MethodNotFound("session/set_config_option")
 
+    # -- unstable (schema 1.29-1.32): served and advertised only when overridden ------------
+    @_unimplemented
+    async def archive_session(self, session_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        """Hide the session from default listings; an open one is closed first by the server."""
+        raise MethodNotFound("session/archive")
+
+    @_unimplemented
+    async def unarchive_session(self, session_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("session/unarchive")
+
+    @_unimplemented
+    async def session_status(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
+        """Return ``{"status": "open" | "saved"}``; an unknown id is -32002 (``ResourceNotFound``)."""
+        raise MethodNotFound("session/status")
+
+    @_unimplemented
+    async def set_session_title(self, session_id: str, title: str, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("session/set_title")
+
+    @_unimplemented
+    async def auth_status(self, **kwargs: Any) -> dict[str, Any]:
+        """Return ``{"state": ...}``; never refuse it for want of authentication."""
+        raise MethodNotFound("auth/status")
+
+    @_unimplemented
+    async def list_providers(self, **kwargs: Any) -> dict[str, Any]:
+        raise MethodNotFound("providers/list")
+
+    @_unimplemented
+    async def set_provider(
+        self, provider_id: str, api_type: str, base_url: str, **kwargs: Any
+    ) -> dict[str, Any] | None:
+        raise MethodNotFound("providers/set")
+
+    @_unimplemented
+    async def disable_provider(self, provider_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        raise MethodNotFound("providers/disable")
+
     # -- the turn (background lane) ----------------------------------------------------
     @_unimplemented
     async def prompt(
@@ -232,8 +276,13 @@ class Agent:
 
     # -- hooks ------------------------------------------------------------------------------
     async def on_session_start(self, session_id: str) -> None:
-        """Runs in a spawned task after the session/new (load, resume, fork) response is
-        written: the place for ``available_commands_update`` and the like (R22).
+        """The place for ``available_commands_update`` and the like (R22), in a spawned task.
+
+        For ``session/new`` and ``session/fork`` it runs after the response is
+        written. For ``session/load`` and ``session/resume`` it runs before:
+        the response marks the end of the session's replay, so whatever this
+        sends for the session reaches the client first, and the response is
+        written when it returns (or fails). It may await the client meanwhile.
 
         Each call has a context of its own. Calls that finish without waiting run one
         after another in one task; one that waits keeps that task until it returns."""
@@ -276,4 +325,14 @@ CAPABILITY_OF: dict[str, tuple[str, ...]] = {
     "delete_session": ("sessionCapabilities", "delete"),
     "fork_session": ("sessionCapabilities", "fork"),
     "logout": ("auth", "logout"),
+    "archive_session": ("sessionCapabilities", "archive"),
+    "unarchive_session": ("sessionCapabilities", "archive"),
+    "session_status": ("sessionCapabilities", "status"),
+    "set_session_title": ("sessionCapabilities", "title"),
+    "auth_status": ("auth", "status"),
+    "list_providers": ("providers",),
+    "set_provider": ("providers",),
+    "disable_provider": ("providers",),
 }
+"""Several methods under one path (``archive``, ``providers``): advertised only when the agent
+implements all of them, since the capability promises each."""

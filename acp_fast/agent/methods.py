@@ -9,19 +9,25 @@ agent declares them background.
 
 Params are checked against the field list before the handler runs: a missing
 or ill-typed required field gets -32602 naming it. Wire names are camelCase;
-handlers receive snake_case keyword arguments. Unknown fields are ignored
-(ACP adds optional fields over time), ``_meta`` arrives as ``field_meta``
-(the official SDK's name) and a malformed ``_meta`` is dropped, not refused.
+handlers receive snake_case keyword arguments. A field the table does not
+declare is passed on too, under its snake_case name (ACP adds optional fields
+over time, and an agent can read one before acp_fast declares it); the server
+gives it only to handlers that can take it (see ``server``). ``_meta`` arrives
+as ``field_meta`` (the official SDK's name), a malformed ``_meta`` is dropped,
+not refused, and neither it nor an undeclared field ever replaces a declared one.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, Final
 
 from ..wire.errors import InvalidParams
+
+log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION: Final = 1
 SUPPORTED_PROTOCOL_VERSIONS: Final = frozenset({1})
@@ -101,11 +107,17 @@ _PLAIN_TYPE: Final[dict[Check, type]] = {_is_str: str, _is_int: int, _is_obj: di
 
 
 class Field:
-    """One params field. A plain class: each dataclass costs about a millisecond of start-up."""
+    """One params field. A plain class: each dataclass costs about a millisecond of start-up.
+
+    ``required``: True (missing or null is -32602), False (missing is None in
+    the kwargs) or None (missing is left out of the kwargs: the fields ACP
+    added after handlers were written against it, so that a handler without
+    ``**kwargs`` is not handed an argument it cannot take).
+    """
 
     __slots__ = ("check", "py", "required", "wire")
 
-    def __init__(self, wire: str, py: str, check: Check, required: bool = True) -> None:
+    def __init__(self, wire: str, py: str, check: Check, required: bool | None = True) -> None:
         self.wire = wire
         self.py = py
         self.check = check
@@ -120,12 +132,12 @@ def _snake(wire: str) -> str:
     return wire[:1] + "".join("_" + c.lower() if c.isupper() else c for c in wire[1:])
 
 
-def _f(wire: str, check: Check, required: bool = True) -> Field:
+def _f(wire: str, check: Check, required: bool | None = True) -> Field:
     return Field(wire, _snake(wire), check, required)
 
 
 #: One field as parse walks it: (wire, py, exact type or None, check, required).
-_Step = tuple[str, str, "type | None", Check, bool]
+_Step = tuple[str, str, "type | None", Check, "bool | None"]
 
 
 class MethodSpec:
@@ -159,7 +171,7 @@ class MethodSpec:
             if params is not None:
                 raise InvalidParams(f"Invalid params for {self.method}: expected an object")
             params = {}
-        got = _walk(params, self._steps)
+        got = _walk(params, self._steps, add_undeclared)
         if type(got) is dict:
             return got
         wire, _py, _kind, check, _required = self._steps[got]  # type: ignore[index]
@@ -172,35 +184,65 @@ class MethodSpec:
         )
 
 
-def _walk_fields(params: dict[str, Any], steps: tuple[_Step, ...]) -> dict[str, Any] | int:
+#: Adds the fields no step declares to the kwargs (``add_undeclared``).
+Undeclared = Callable[[dict[str, Any], tuple[_Step, ...], dict[str, Any]], None]
+
+
+def _walk_fields(params: dict[str, Any], steps: tuple[_Step, ...], undeclared: Undeclared) -> dict[str, Any] | int:
     """The kwargs for ``params``, or the index of the first field that is missing or ill-typed.
 
-    A missing or null field is None in the kwargs, or the failure when it is
-    required; a present one must be of the exact type, or pass ``check``
-    when there is none. A ``_meta`` object becomes ``field_meta`` (anything
-    else there is dropped, not refused).
+    A missing or null field is None in the kwargs (left out when its
+    ``required`` is None), or the failure when it is required; a present one
+    must be of the exact type, or pass ``check`` when there is none. A
+    ``_meta`` object becomes ``field_meta`` (anything else there is dropped,
+    not refused). When ``params`` holds more keys than the declared ones
+    found, ``undeclared`` adds the rest: the common request pays one count.
     """
     kwargs: dict[str, Any] = {}
+    found = 0
     for i, (wire, py, kind, check, required) in enumerate(steps):
         value = params.get(wire)
         if value is None:
             if required:
                 return i
-            kwargs[py] = None
+            if required is False:
+                kwargs[py] = None
         elif type(value) is kind or (kind is None and check(value)):
             kwargs[py] = value
+            found += 1
         else:
             return i
     meta = params.get("_meta")
-    if meta is not None and type(meta) is dict:
-        kwargs["field_meta"] = meta
+    if meta is not None:
+        found += 1
+        if type(meta) is dict:
+            kwargs["field_meta"] = meta
+    if found < len(params):
+        undeclared(params, steps, kwargs)
     return kwargs
+
+
+def add_undeclared(params: dict[str, Any], steps: tuple[_Step, ...], kwargs: dict[str, Any]) -> None:
+    """Add the fields of ``params`` no step declares, under their snake_case names.
+
+    One that would replace a declared field or ``field_meta`` (``session_id``
+    beside ``sessionId``) is dropped: the declared value always wins.
+    """
+    declared = {step[0] for step in steps}
+    for wire, value in params.items():
+        if wire in declared or wire == "_meta":
+            continue
+        py = _snake(wire)
+        if py in kwargs or py == "field_meta" or any(step[1] == py for step in steps):
+            log.debug("undeclared field %r dropped: its name %r is a declared one", wire, py)
+            continue
+        kwargs[py] = value
 
 
 #: The field walk ``parse`` uses: the compiled one (wire/_decode.pyx) unless
 #: ACP_FAST_NO_EXTENSIONS=1 or it is not built; same results
 #: (tests/test_methods_params.py holds them to it).
-_walk: Callable[[dict[str, Any], tuple[_Step, ...]], dict[str, Any] | int] = _walk_fields
+_walk: Callable[[dict[str, Any], tuple[_Step, ...], Undeclared], dict[str, Any] | int] = _walk_fields
 WALK_IMPLEMENTATION = "python"
 if os.environ.get("ACP_FAST_NO_EXTENSIONS") != "1":
     try:
@@ -215,6 +257,10 @@ _C, _B = Lane.CONTROL, Lane.BACKGROUND
 _SID = _f("sessionId", _is_str)
 _CWD = _f("cwd", _is_abs_path)
 _DIRS = _f("additionalDirectories", _is_abs_path_list, False)
+#: Schema 1.30: client-provided system instructions on every opening method; the server
+#: checks the mode and content against what the agent declares (``Agent.system_prompt_modes``).
+_SYSTEM_PROMPT = _f("systemPrompt", _is_obj, None)
+_PROVIDER = _f("providerId", _is_str)
 
 _SPECS: Final = (
     MethodSpec(
@@ -229,21 +275,30 @@ _SPECS: Final = (
     ),
     MethodSpec("authenticate", _C, "authenticate", (_f("methodId", _is_str),)),
     MethodSpec("logout", _C, "logout", ()),
-    MethodSpec("session/new", _C, "new_session", (_CWD, _f("mcpServers", _is_list), _DIRS)),
+    MethodSpec("session/new", _C, "new_session", (_CWD, _f("mcpServers", _is_list), _DIRS, _SYSTEM_PROMPT)),
     MethodSpec(
-        "session/load", _C, "load_session", (_SID, _CWD, _f("mcpServers", _is_list), _DIRS)
+        "session/load",
+        _C,
+        "load_session",
+        (_SID, _CWD, _f("mcpServers", _is_list), _DIRS, _SYSTEM_PROMPT),
     ),
     MethodSpec(
         "session/resume",
         _C,
         "resume_session",
-        (_SID, _CWD, _f("mcpServers", _is_list, False), _DIRS),
+        (_SID, _CWD, _f("mcpServers", _is_list, False), _DIRS, _SYSTEM_PROMPT),
     ),
     MethodSpec(
-        "session/fork", _C, "fork_session", (_SID, _CWD, _f("mcpServers", _is_list, False), _DIRS)
+        "session/fork",
+        _C,
+        "fork_session",
+        (_SID, _CWD, _f("mcpServers", _is_list, False), _DIRS, _SYSTEM_PROMPT),
     ),
     MethodSpec(
-        "session/list", _C, "list_sessions", (_f("cwd", _is_abs_path, False), _f("cursor", _is_str, False))
+        "session/list",
+        _C,
+        "list_sessions",
+        (_f("cwd", _is_abs_path, False), _f("cursor", _is_str, False), _f("archived", _is_str, None)),
     ),
     MethodSpec("session/delete", _C, "delete_session", (_SID,)),
     MethodSpec("session/close", _C, "close_session", (_SID,)),
@@ -259,6 +314,22 @@ _SPECS: Final = (
     MethodSpec(
         "$/cancel_request", _C, "cancel_request", (_f("requestId", _is_request_id),), notification=True
     ),
+    # Unstable (schema 1.29-1.32), served only to agents that implement them. Control lane: each
+    # reads or changes session or auth state that the next request may depend on (R01), and none
+    # waits for the client.
+    MethodSpec("session/archive", _C, "archive_session", (_SID,)),
+    MethodSpec("session/unarchive", _C, "unarchive_session", (_SID,)),
+    MethodSpec("session/status", _C, "session_status", (_SID,)),
+    MethodSpec("session/set_title", _C, "set_session_title", (_SID, _f("title", _is_str))),
+    MethodSpec("auth/status", _C, "auth_status", ()),
+    MethodSpec("providers/list", _C, "list_providers", ()),
+    MethodSpec(
+        "providers/set",
+        _C,
+        "set_provider",
+        (_PROVIDER, _f("apiType", _is_str), _f("baseUrl", _is_str), _f("headers", _is_obj, None)),
+    ),
+    MethodSpec("providers/disable", _C, "disable_provider", (_PROVIDER,)),
     MethodSpec("mcp/connect", _B, "mcp_connect", (_f("serverId", _is_str),)),
     MethodSpec(
         "mcp/message",
@@ -287,6 +358,7 @@ CLIENT_METHODS: Final[dict[str, tuple[str, ...] | None]] = {
     "terminal/release": ("terminal",),
     "elicitation/create": ("elicitation",),
     "elicitation/complete": ("elicitation", "url"),
+    "auth/status_update": None,
     "mcp/connect": None,
     "mcp/message": None,
     "mcp/disconnect": None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -18,13 +19,20 @@ from typing import Any
 
 from ..peer import inline
 from ..peer.connection import Connection, IncomingRequest, State
-from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound, ServerBusy
+from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound, PromptInProgress, ServerBusy
 from ..wire.jsonrpc import Notification
 from .base import CAPABILITY_OF, Agent, Turn, _current_context, _current_turn, implements
 from .client_handle import Client
 from .context import Context
 from .mcp_bridge import McpBridge
-from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
+from .methods import (
+    AGENT_METHODS,
+    PROTOCOL_VERSION,
+    SUPPORTED_PROTOCOL_VERSIONS,
+    Lane,
+    MethodSpec,
+    _is_content_list,
+)
 from .pool import BackgroundPool, Job
 from .sessions import Session, SessionTable, new_session_id
 from .validate import enabled as validation_enabled
@@ -82,6 +90,54 @@ def _implemented_by(agent: Agent) -> frozenset[str]:
     return found
 
 
+_NARROW: dict[type, dict[str, frozenset[str]]] = {}
+
+
+def _narrow_handlers(agent: Agent, implemented: frozenset[str]) -> dict[str, frozenset[str]]:
+    """The keyword arguments each handler of ``agent``'s class takes, for those without ``**kwargs``.
+
+    Undeclared params (see ``methods``) reach every handler that has
+    ``**kwargs``, as all the base ones do; one written without it gets only
+    the names it lists. One dict per class; usually empty.
+    """
+    cls = type(agent)
+    found = _NARROW.get(cls)
+    if found is None:
+        if len(_NARROW) >= _IMPLEMENTED_CLASSES:
+            _NARROW.clear()
+        found = {}
+        for attr in implemented | {"initialize", "new_session", "cancel"}:
+            try:
+                params = inspect.signature(getattr(cls, attr)).parameters.values()
+            except (TypeError, ValueError):  # not introspectable (a C callable): give it everything
+                continue
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+                found[attr] = frozenset(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+        _NARROW[cls] = found
+    return found
+
+
+class AnswerAfterStart:
+    """A load or resume answer that waits for the session's start callback (R22)."""
+
+    __slots__ = ("result", "session_id")
+
+    def __init__(self, session_id: str, result: dict[str, Any]) -> None:
+        self.session_id = session_id
+        self.result = result
+
+
+def _forwarding(attr: str) -> ControlHandler:
+    """A control handler that hands the params to the agent's ``attr`` and answers what it returns."""
+
+    async def forward(server: AgentServer, kw: Kwargs) -> Any:
+        result = await getattr(server.agent, attr)(**server.fit(attr, kw))
+        return {} if result is None else result
+
+    forward.__name__ = f"_forward_{attr}"
+    return forward
+
+
 #: Each control method and the AgentServer method that answers it.
 _CONTROL: dict[str, str] = {
     "initialize": "_initialize",
@@ -96,6 +152,14 @@ _CONTROL: dict[str, str] = {
     "session/close": "_close_session",
     "session/set_mode": "_set_mode",
     "session/set_config_option": "_set_config_option",
+    "session/archive": "_archive_session",
+    "session/unarchive": "_unarchive_session",
+    "session/status": "_session_status",
+    "session/set_title": "_set_session_title",
+    "auth/status": "_auth_status",
+    "providers/list": "_list_providers",
+    "providers/set": "_set_provider",
+    "providers/disable": "_disable_provider",
 }
 _Routes = dict[str, tuple[MethodSpec, ControlHandler | None]]
 _ROUTES: dict[tuple[type, type], _Routes] = {}
@@ -154,6 +218,7 @@ class AgentServer:
         )
         self.client.mcp = self.mcp
         self._implemented = _implemented_by(agent)
+        self._narrow = _narrow_handlers(agent, self._implemented)
         # Every request method in one lookup: its spec and, for a served control method, its handler.
         self._routes = _routes_for(type(self), type(agent), self._implemented)
         # R22 phase two: opened sessions whose on_session_start is not spawned yet, in order.
@@ -192,12 +257,25 @@ class AgentServer:
         spec, handler = route
         kwargs = spec.parse(req.params)
         if handler is not None:  # a served control method: answered before the next message (R01)
-            req.respond(await handler(self, kwargs))
+            result = await handler(self, kwargs)
+            if type(result) is AnswerAfterStart:
+                self._answer_after_start(req, result)
+            else:
+                req.respond(result)
             return True
         if spec.lane is Lane.BACKGROUND:
             self._admit(req, spec, kwargs)
             return True
         raise MethodNotFound(f"Method not found: {method} (not supported by this agent)")
+
+    def fit(self, attr: str, kw: Kwargs) -> Kwargs:
+        """``kw`` as the agent's ``attr`` can take it: all of it, unless that handler has no ``**kwargs``."""
+        names = self._narrow.get(attr)
+        if names is None or names.issuperset(kw):
+            return kw
+        dropped = sorted(k for k in kw if k not in names)
+        log.debug("%s.%s takes no **kwargs: params %s not passed", type(self.agent).__name__, attr, dropped)
+        return {k: v for k, v in kw.items() if k in names}
 
     def _require_initialized(self, method: str) -> None:
         if not self.context.initialized and method != "initialize":
@@ -262,6 +340,8 @@ class AgentServer:
             if "prompt" not in self._implemented:
                 raise MethodNotFound("Method not found: session/prompt (not supported by this agent)")
             session = self.sessions.get(kwargs["session_id"])
+            if self._narrow:
+                kwargs = self.fit("prompt", kwargs)
             job = self.pool.admit(req, session)
             snapshot = self.context  # R02: the context as of admission, not of execution
             self.pool.start(
@@ -348,17 +428,28 @@ class AgentServer:
         requested = kw["protocol_version"]
         version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else PROTOCOL_VERSION
         caps = kw["client_capabilities"] or {}
-        meta = {"field_meta": kw["field_meta"]} if "field_meta" in kw else {}
-        extra = await self.agent.initialize(
-            protocol_version=requested, client_capabilities=caps, client_info=kw["client_info"], **meta
-        )
+        call = dict(kw)
+        call["client_capabilities"] = caps
+        extra = await self.agent.initialize(**self.fit("initialize", call))
         result: dict[str, Any] = dict(extra or {})
         agent_caps: dict[str, Any] = dict(result.get("agentCapabilities") or {})
-        for attr, path in CAPABILITY_OF.items():
-            if attr not in self._implemented:
+        served: dict[tuple[str, ...], bool] = {}
+        for attr, path in CAPABILITY_OF.items():  # a path several methods share needs all of them
+            served[path] = served.get(path, True) and attr in self._implemented
+        for path, on in served.items():
+            if not on:
                 _del_path(agent_caps, path)  # never advertise what would answer -32601
             elif not self.agent.decides_capabilities:
-                _set_path(agent_caps, path, True if len(path) == 1 else {})
+                _set_path(agent_caps, path, True if len(path) == 1 and path[0] == "loadSession" else {})
+        modes = self.agent.system_prompt_modes
+        if "append" in modes:
+            _set_path(
+                agent_caps,
+                ("sessionCapabilities", "systemPrompt"),
+                {"mode": {"override": {}}} if "override" in modes else {},
+            )
+        elif not self.agent.decides_capabilities:
+            _del_path(agent_caps, ("sessionCapabilities", "systemPrompt"))
         if self.mcp.enabled:
             _set_path(agent_caps, ("mcpCapabilities", "acp"), True)
         else:
@@ -375,24 +466,51 @@ class AgentServer:
         return result
 
     async def _authenticate(self, kw: Kwargs) -> dict[str, Any]:
-        result = await self.agent.authenticate(**kw)
+        result = await self.agent.authenticate(**self.fit("authenticate", kw))
         self.context = self.context.evolve(authenticated=True, auth_method=kw["method_id"])
         return result or {}
 
     async def _logout(self, kw: Kwargs) -> dict[str, Any]:
-        result = await self.agent.logout(**kw)
+        result = await self.agent.logout(**self.fit("logout", kw))
         self.context = self.context.evolve(authenticated=False, auth_method=None)
         return result or {}
 
-    def _open(self, session_id: str, kw: Kwargs, result: dict[str, Any]) -> Session:
-        """Framework-owned setup of a new session (phase one of R22)."""
+    def _check_system_prompt(self, prompt: Any) -> None:
+        """Refuse a ``systemPrompt`` the agent cannot apply (schema 1.30: it MUST return an error)."""
+        modes = self.agent.system_prompt_modes
+        if not modes:
+            raise InvalidParams(
+                "Invalid params: this agent does not accept a systemPrompt "
+                "(it does not advertise sessionCapabilities.systemPrompt)",
+                {"field": "systemPrompt"},
+            )
+        mode = prompt.get("mode")
+        if mode not in modes:
+            raise InvalidParams(
+                f"Invalid params: systemPrompt mode {mode!r} is not supported by this agent "
+                f"(supported: {', '.join(sorted(modes))})",
+                {"field": "systemPrompt.mode"},
+            )
+        if not _is_content_list(prompt.get("content")):
+            raise InvalidParams(
+                "Invalid params: systemPrompt.content must be an array of content blocks",
+                {"field": "systemPrompt.content"},
+            )
+
+    def _open(self, session_id: str, kw: Kwargs, result: dict[str, Any], start: bool = True) -> Session:
+        """Framework-owned setup of a new session (phase one of R22); ``start`` queues its
+        start callback behind the answer (new, fork). A session already open here is
+        re-opened: the cwd and MCP servers of this request replace the earlier ones."""
         session = self.sessions.open(session_id, kw["cwd"], kw.get("mcp_servers"))
+        if session.cwd != kw["cwd"] or session.mcp_servers is not kw.get("mcp_servers"):
+            session.cwd = kw["cwd"]
+            session.mcp_servers = kw.get("mcp_servers") or []
         modes = result.get("modes")
         if isinstance(modes, dict):
             mode_id = modes.get("currentModeId")
             if isinstance(mode_id, str):
                 session.mode_id = mode_id
-        if self._start_hook:  # the base hook does nothing: no phase two to schedule
+        if start and self._start_hook:  # the base hook does nothing: no phase two to schedule
             self._to_start.append(session_id)
             if not self._start_scheduled:  # one callback per loop turn starts the sessions opened in it
                 self._start_scheduled = True
@@ -506,7 +624,9 @@ class AgentServer:
                 cwd=kw["cwd"], mcp_servers=kw["mcp_servers"], additional_directories=kw["additional_directories"]
             )
         else:
-            call = self.agent.new_session(**kw)
+            if "system_prompt" in kw:
+                self._check_system_prompt(kw["system_prompt"])
+            call = self.agent.new_session(**self.fit("new_session", kw))
         result = await call
         if type(result) is not dict or "sessionId" not in result:  # else answered as the agent built it
             result = dict(result or {})
@@ -515,22 +635,68 @@ class AgentServer:
         self._open(session_id, kw, result)
         return result
 
-    async def _load_session(self, kw: Kwargs) -> dict[str, Any]:
+    async def _reopen(self, attr: str, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
+        """``session/load`` and ``session/resume``: one rule for both.
+
+        A session already open on this connection is opened again with this
+        request's cwd and MCP servers (its ``data`` stays), unless a prompt
+        runs in it: that is refused as a second prompt would be (R07). The
+        answer follows everything sent for the session while it opens, the
+        start callback's updates included (R22).
+        """
+        session_id = kw["session_id"]
+        open_already = self.sessions.find(session_id)
+        if open_already is not None and open_already.busy:
+            raise PromptInProgress(
+                f"session {session_id!r} has a prompt running; cancel it or wait for its response "
+                "before loading it again"
+            )
         self._check_start_room()
-        result = dict(await self.agent.load_session(**kw) or {})
-        self._open(kw["session_id"], kw, result)
+        if "system_prompt" in kw:
+            self._check_system_prompt(kw["system_prompt"])
+        result = dict(await getattr(self.agent, attr)(**self.fit(attr, kw)) or {})
+        self._open(session_id, kw, result, start=False)
+        if self._start_hook:
+            return AnswerAfterStart(session_id, result)
         return result
 
-    async def _resume_session(self, kw: Kwargs) -> dict[str, Any]:
-        self._check_start_room()
-        result = dict(await self.agent.resume_session(**kw) or {})
-        self._open(kw["session_id"], kw, result)
-        return result
+    async def _load_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
+        return await self._reopen("load_session", kw)
+
+    async def _resume_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
+        return await self._reopen("resume_session", kw)
+
+    def _answer_after_start(self, req: IncomingRequest, pending: AnswerAfterStart) -> None:
+        """Run the start callback of a loaded or resumed session, then answer (R22).
+
+        In a spawned task, so that the callback may await the client (R21); the
+        answer is written however the callback ends, also when shutdown cancels it.
+        """
+
+        async def start_then_answer() -> None:
+            try:
+                await self.agent.on_session_start(pending.session_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("on_session_start(%r) failed", pending.session_id)
+            finally:
+                req.respond(pending.result)
+
+        try:
+            self.conn.spawn(
+                start_then_answer(), name=f"acp.session_start:{pending.session_id}"
+            )
+        except ServerBusy as exc:  # the spawn limit is full: answer now, start callback skipped
+            log.warning("on_session_start(%r) not run: %s", pending.session_id, exc.message)
+            req.respond(pending.result)
 
     async def _fork_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.get(kw["session_id"])
         self._check_start_room()
-        result = dict(await self.agent.fork_session(**kw) or {})
+        if "system_prompt" in kw:
+            self._check_system_prompt(kw["system_prompt"])
+        result = dict(await self.agent.fork_session(**self.fit("fork_session", kw)) or {})
         if "sessionId" not in result:
             result["sessionId"] = new_session_id("sess_")
         new_id = result["sessionId"]
@@ -538,29 +704,45 @@ class AgentServer:
         return result
 
     async def _list_sessions(self, kw: Kwargs) -> dict[str, Any]:
-        return await self.agent.list_sessions(**kw)
+        return await self.agent.list_sessions(**self.fit("list_sessions", kw))
 
-    async def _delete_session(self, kw: Kwargs) -> dict[str, Any]:
+    async def _end_session(self, attr: str, kw: Kwargs) -> dict[str, Any]:
+        """``session/delete`` and ``session/archive``: an open session's turn is cancelled and its
+        entry removed (the schema asks archive to close it first); an unknown one is the agent's call."""
         session = self.sessions.find(kw["session_id"])
         if session is not None:
-            session.cancel_turn("session/delete")
-        result = await self.agent.delete_session(**kw)
+            session.cancel_turn(attr)
+        result = await getattr(self.agent, attr)(**self.fit(attr, kw))
         self.sessions.remove(kw["session_id"])
         return result or {}
+
+    async def _delete_session(self, kw: Kwargs) -> dict[str, Any]:
+        return await self._end_session("delete_session", kw)
 
     async def _close_session(self, kw: Kwargs) -> dict[str, Any]:
         session = self.sessions.get(kw["session_id"])
         session.cancel_turn("session/close")  # as if session/cancel had arrived
-        result = await self.agent.close_session(**kw)
+        result = await self.agent.close_session(**self.fit("close_session", kw))
         self.sessions.remove(session.id)
         return result or {}
+
+    async def _archive_session(self, kw: Kwargs) -> dict[str, Any]:
+        return await self._end_session("archive_session", kw)
+
+    _unarchive_session = _forwarding("unarchive_session")
+    _session_status = _forwarding("session_status")
+    _set_session_title = _forwarding("set_session_title")
+    _auth_status = _forwarding("auth_status")
+    _list_providers = _forwarding("list_providers")
+    _set_provider = _forwarding("set_provider")
+    _disable_provider = _forwarding("disable_provider")
 
     async def _set_mode(self, kw: Kwargs) -> dict[str, Any]:
         session = self.sessions.get(kw["session_id"])
         if len(kw) == 2:  # no _meta: named arguments cost less than unpacking the dict
             result = await self.agent.set_session_mode(session_id=kw["session_id"], mode_id=kw["mode_id"])
         else:
-            result = await self.agent.set_session_mode(**kw)
+            result = await self.agent.set_session_mode(**self.fit("set_session_mode", kw))
         session.mode_id = kw["mode_id"]
         return result or {}
 
@@ -568,7 +750,7 @@ class AgentServer:
         session = self.sessions.get(kw["session_id"])
         if kw.get("type") is None:
             kw.pop("type", None)
-        result = await self.agent.set_config_option(**kw)
+        result = await self.agent.set_config_option(**self.fit("set_config_option", kw))
         session.config[kw["config_id"]] = kw["value"]
         return result or {"configOptions": []}
 

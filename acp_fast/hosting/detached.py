@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.base import Agent, implements
-from ..agent.server import AgentServer, Kwargs
+from ..agent.server import AgentServer, AnswerAfterStart, Kwargs
 from ..agent.sessions import Session
 from ..peer.connection import Connection
 from ..wire.errors import AcpError, InvalidParams
@@ -140,11 +140,11 @@ class HostedAgentServer(AgentServer):
         """Parking helps only an agent that serves session/load or session/resume."""
         return implements(self.agent, "load_session") or implements(self.agent, "resume_session")
 
-    async def _load_session(self, kw: Kwargs) -> dict[str, Any]:
+    async def _load_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
         self._reattach(kw["session_id"])
         return await super()._load_session(kw)
 
-    async def _resume_session(self, kw: Kwargs) -> dict[str, Any]:
+    async def _resume_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
         self._reattach(kw["session_id"])
         return await super()._resume_session(kw)
 

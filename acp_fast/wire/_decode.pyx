@@ -11,7 +11,7 @@ and responses are the same. jsonrpc.py imports this module, so what it needs
 from there is passed in by ``bind``.
 """
 
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_GetItem, PyDict_Size
 from cpython.ref cimport PyObject
 
 cdef long long INT64_MIN = -9223372036854775807 - 1
@@ -100,35 +100,43 @@ def decode(line):
     return _slow(obj)
 
 
-def walk_fields(dict params, tuple steps):
+def walk_fields(dict params, tuple steps, undeclared):
     """Check a params object against field steps; the kwargs dict, or the index of the bad field.
 
     The compiled twin of ``agent.methods._walk_fields`` (which specifies it):
     each step is ``(wire, py, exact type or None, check, required)``; a
-    missing or null field is None in the kwargs, or the failure when it is
-    required; a present one must be of the exact type, or pass ``check``
-    when there is none. A ``_meta`` object becomes ``field_meta``.
+    missing or null field is None in the kwargs (left out when ``required``
+    is None), or the failure when it is required; a present one must be of
+    the exact type, or pass ``check`` when there is none. A ``_meta`` object
+    becomes ``field_meta``; keys beyond the declared ones go to ``undeclared``.
     """
     cdef dict kwargs = {}
     cdef PyObject *found
     cdef tuple step
-    cdef Py_ssize_t i
-    cdef object value, kind
+    cdef Py_ssize_t i, seen = 0
+    cdef object value, kind, required
     for i in range(len(steps)):
         step = <tuple>steps[i]
         found = PyDict_GetItem(params, step[0])
         if found is NULL or <object>found is None:
-            if step[4]:
+            required = step[4]
+            if required is True:
                 return i
-            kwargs[step[1]] = None
+            if required is False:
+                kwargs[step[1]] = None
             continue
         value = <object>found
         kind = step[2]
         if type(value) is kind or (kind is None and step[3](value)):
             kwargs[step[1]] = value
+            seen += 1
         else:
             return i
     found = PyDict_GetItem(params, "_meta")
-    if found is not NULL and type(<object>found) is dict:
-        kwargs["field_meta"] = <object>found
+    if found is not NULL and <object>found is not None:
+        seen += 1
+        if type(<object>found) is dict:
+            kwargs["field_meta"] = <object>found
+    if seen < PyDict_Size(params):
+        undeclared(params, steps, kwargs)
     return kwargs
