@@ -77,10 +77,10 @@ class _Version(argparse.Action):
     """``--version``: built when asked, since naming the --validate schema reads files."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        parser.exit(
-            message=f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})\n"
-            f"--validate schema: {validate.describe()}\n"
+        sys.stdout.write(
+            f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})\n--validate schema: {validate.describe()}\n"
         )
+        parser.exit()
 
 
 def _parser() -> argparse.ArgumentParser:
