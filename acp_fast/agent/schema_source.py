@@ -34,10 +34,8 @@ to the models the installed release has.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -154,10 +152,9 @@ def load(path: str | None = None) -> Schema:
 def unavailable(path: str | None = None) -> str | None:
     """Why the configured schema cannot be used here, or None if it can (loads and caches it)."""
     path = path or configured_path()
-    needed = ("jsonschema",) if path else ("jsonschema", "acp")
-    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    missing = _missing(path)
     if missing:
-        return f"needs {' and '.join(missing)}: pip install 'acp-fast[validate]'"
+        return missing
     try:
         load(path)
     except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
@@ -168,12 +165,22 @@ def unavailable(path: str | None = None) -> str | None:
 def describe(path: str | None = None) -> str:
     """The schema ``--validate`` would use, in one line, without loading it (for ``--version``)."""
     path = path or configured_path()
+    missing = _missing(path)
     if path is not None:
         try:
-            return f"{file_revision(resolve(path))} (from {SCHEMA_ENV_VAR})"
+            text = f"{file_revision(resolve(path))} (from {SCHEMA_ENV_VAR})"
         except OSError as exc:
             return f"unusable {SCHEMA_ENV_VAR}: {exc}"
-    return f"{sdk_revision()} (set {SCHEMA_ENV_VAR} to use a schema file)"
+    else:
+        text = f"{sdk_revision()} (set {SCHEMA_ENV_VAR} to use a schema file)"
+    return f"{text}; {missing}" if missing else text
+
+
+def _missing(path: str | None) -> str | None:
+    """What validation from ``path`` (a file, or None: the SDK) needs and this environment lacks."""
+    needed = ("jsonschema",) if path else ("jsonschema", "acp")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    return f"needs {' and '.join(missing)}: pip install 'acp-fast[validate]'" if missing else None
 
 
 # -- a schema file ------------------------------------------------------------------
@@ -232,6 +239,8 @@ def file_revision(path: Path, data: bytes | None = None) -> str:
     npm SDK's ``package.json``, or the ``Cargo.toml`` version marker next to the
     schema in the ACP repository. ``meta.json`` beside it gives the protocol version.
     """
+    import hashlib  # here, not at import: the server imports this module whether or not it validates
+
     if data is None:
         data = path.read_bytes()
     parts = []
@@ -249,6 +258,7 @@ def file_revision(path: Path, data: bytes | None = None) -> str:
 
 
 def _package_of(path: Path) -> tuple[str, str, Path] | None:
+    import tomllib
     for folder in list(path.parents)[:3]:
         manifest = folder / "package.json"
         if manifest.is_file():
