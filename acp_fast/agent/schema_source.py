@@ -55,6 +55,10 @@ DIRECTORY_CANDIDATES = (
     "schema.json",
 )
 
+# The SDK path's tables. The SDK generates its models from schema.json and keeps
+# the definition names, so these are the schema's names; entries the installed
+# release lacks are dropped when it is loaded.
+
 #: SDK path: agent -> client requests, method -> the SDK model of its params.
 SDK_REQUEST_PARAMS = {
     "session/request_permission": "RequestPermissionRequest",
