@@ -73,14 +73,22 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(out)
 
 
+class _Version(argparse.Action):
+    """``--version``: built when asked, since naming the --validate schema reads files."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        sys.stdout.write(
+            f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})\n--validate schema: {validate.describe()}\n"
+        )
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acp-fast",
         description="Serve an Agent Client Protocol agent over stdio (JSON-RPC, one message per line).",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})"
-    )
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version, and the --validate schema")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     common.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format")
@@ -90,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"check every message the agent writes against the ACP JSON schema and log each violation "
         f"to stderr (a debug aid; needs acp-fast[validate]; same as {validate.ENV_VAR}=1)",
+    )
+    common.add_argument(
+        "--validate-schema",
+        metavar="PATH",
+        help="the ACP schema file --validate checks against, or a folder that bundles one, such as an installed "
+        f"@agentclientprotocol/sdk (implies --validate; same as {validate.SCHEMA_ENV_VAR}=PATH; "
+        "default: the installed Python SDK's models)",
     )
     common.add_argument(
         "--gc-freeze",
@@ -281,7 +296,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     limits = Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
-    if args.validate:
+    if args.validate_schema:
+        os.environ[validate.SCHEMA_ENV_VAR] = args.validate_schema
+    if args.validate or args.validate_schema:
         os.environ[validate.ENV_VAR] = "1"  # read where the server is built, as for library users
     if validate.enabled():
         problem = validate.unavailable()

@@ -22,19 +22,44 @@ inner MCP results: any JSON value.
 
 Where the schema and the wire reference disagree the schema wins; the
 disagreements found are noted next to the table entry concerned.
+
+A newer schema, as a file: every checking function also takes
+``schema_file``, a protocol ``schema.json`` / ``schema.unstable.json``, such
+as the ones ``@agentclientprotocol/sdk`` 2.4.0 bundles (``NPM_SCHEMA_UNSTABLE``;
+tests/interop's devDependency, there after ``npm ci``; mark a test that needs
+it with ``needs_npm_schema``). The method tables then come from the file's
+own ``x-method`` definitions (``acp_fast.agent.schema_source``), each value is
+checked with plain ``jsonschema`` (no round trip: the file is the JSON Schema
+itself, not a lenient model), and a result for a method the file lacks
+(``mcp/message`` or ``mcp/connect`` answered as a provider) is checked by its
+envelope only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import orjson
+import pytest
 from acp import schema as S
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from acp_fast.agent.schema_source import ERROR_DEF, load_file
 from acp_fast.peer.connection import Connection
+
+#: The protocol's schema files @agentclientprotocol/sdk 2.4.0 bundles (tests/interop devDependency).
+NPM_SDK_DIR = Path(__file__).parent / "interop" / "node_modules" / "@agentclientprotocol" / "sdk"
+NPM_SCHEMA_STABLE = NPM_SDK_DIR / "schema" / "v1" / "schema.json"
+NPM_SCHEMA_UNSTABLE = NPM_SDK_DIR / "schema" / "v1" / "schema.unstable.json"
+needs_npm_schema = pytest.mark.skipif(
+    not NPM_SCHEMA_UNSTABLE.is_file(),
+    reason="tests/interop/node_modules is absent (the @agentclientprotocol/sdk schema files): "
+    "run `npm ci` in tests/interop, as CI does before pytest",
+)
 
 Validator = Callable[[Any], None]
 
@@ -154,6 +179,47 @@ RESPONSES: dict[str, Validator] = {
 _error = _model(S.Error)
 
 
+class _Tables(NamedTuple):
+    requests: dict[str, Validator]
+    notifications: dict[str, Validator]
+    responses: dict[str, Validator]
+    error: Validator
+    unknown_result: Validator | None  # for a method not in ``responses``; None: it should have been refused
+
+
+_SDK_TABLES = _Tables(AGENT_REQUESTS, AGENT_NOTIFICATIONS, RESPONSES, _error, None)
+
+
+@functools.cache
+def _file_tables(path: str) -> _Tables:
+    """The tables of a schema file: its own method -> definition maps, each checked with plain jsonschema."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    schema = load_file(path)
+
+    def definition(name: str) -> Validator:
+        validator = Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": schema.defs})
+
+        def check(obj: Any) -> None:
+            error = best_match(validator.iter_errors(obj))
+            if error is not None:
+                raise SchemaViolation(f"{name} {error.json_path}: {error.message}")
+
+        return check
+
+    def table(methods: dict[str, str]) -> dict[str, Validator]:
+        return {method: definition(name) for method, name in methods.items()}
+
+    return _Tables(
+        table(schema.requests), table(schema.notifications), table(schema.results), definition(ERROR_DEF), _any_json
+    )
+
+
+def _tables(schema_file: Path | str | None) -> _Tables:
+    return _SDK_TABLES if schema_file is None else _file_tables(str(Path(schema_file).resolve()))
+
+
 def _check_id(msg: dict[str, Any], allow_null: bool) -> None:
     rid = msg.get("id")
     ok = (rid is None and allow_null) or type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**63)
@@ -161,8 +227,11 @@ def _check_id(msg: dict[str, Any], allow_null: bool) -> None:
         raise SchemaViolation(f"bad id {rid!r} in {msg!r}")
 
 
-def check_agent_message(msg: Any, request_methods: dict[Any, str] | None) -> None:
+def check_agent_message(
+    msg: Any, request_methods: dict[Any, str] | None, schema_file: Path | str | None = None
+) -> None:
     """Validate one message the agent wrote; ``request_methods`` maps client request ids to methods."""
+    tables = _tables(schema_file)
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
         raise SchemaViolation(f"not a JSON-RPC 2.0 object: {msg!r}")
     method = msg.get("method")
@@ -174,9 +243,9 @@ def check_agent_message(msg: Any, request_methods: dict[Any, str] | None) -> Non
         params = msg.get("params")
         if "id" in msg:
             _check_id(msg, allow_null=False)
-            table = AGENT_REQUESTS
+            table = tables.requests
         else:
-            table = AGENT_NOTIFICATIONS
+            table = tables.notifications
         if method.startswith("_"):
             _object_or_none(params)
             return
@@ -190,7 +259,7 @@ def check_agent_message(msg: Any, request_methods: dict[Any, str] | None) -> Non
     if ("result" in msg) == ("error" in msg) or set(msg) - {"jsonrpc", "id", "result", "error"}:
         raise SchemaViolation(f"a response needs exactly one of result/error: {msg!r}")
     if "error" in msg:
-        _error(msg["error"])
+        tables.error(msg["error"])
         return
     if request_methods is None:
         return  # unknown request: only the envelope can be checked
@@ -200,7 +269,7 @@ def check_agent_message(msg: Any, request_methods: dict[Any, str] | None) -> Non
     if answered.startswith("_"):
         _any_json(msg["result"])
         return
-    check = RESPONSES.get(answered)
+    check = tables.responses.get(answered, tables.unknown_result)
     if check is None:
         raise SchemaViolation(f"result for {answered!r}, which should have been refused: {msg!r}")
     check(msg["result"])
@@ -215,13 +284,15 @@ def request_methods_of(sent: Iterable[Any]) -> dict[Any, str]:
     }
 
 
-def assert_messages_valid(written: Iterable[Any], sent: Iterable[Any] | None) -> int:
-    """Validate every message the agent wrote; returns how many were checked."""
+def assert_messages_valid(
+    written: Iterable[Any], sent: Iterable[Any] | None, schema_file: Path | str | None = None
+) -> int:
+    """Validate every message the agent wrote (against ``schema_file`` if given); returns how many."""
     methods = request_methods_of(sent) if sent is not None else None
     n = 0
     for msg in written:
         try:
-            check_agent_message(msg, methods)
+            check_agent_message(msg, methods, schema_file)
         except SchemaViolation as exc:
             raise SchemaViolation(f"{exc}\n  in message: {orjson.dumps(msg).decode()}") from None
         n += 1
@@ -245,9 +316,9 @@ def record_sent(h: Any) -> Any:
     return h
 
 
-def assert_schema_valid(h: Any) -> int:
+def assert_schema_valid(h: Any, schema_file: Path | str | None = None) -> int:
     """Validate everything in ``h.messages`` (a Harness); results fully if ``record_sent(h)`` ran."""
-    return assert_messages_valid(h.messages, getattr(h, "sent", None))
+    return assert_messages_valid(h.messages, getattr(h, "sent", None), schema_file)
 
 
 class Transcript:
@@ -274,5 +345,5 @@ class Transcript:
         conn.feed_line = on_line  # type: ignore[method-assign]
         conn.writer.write = on_write  # type: ignore[method-assign]
 
-    def assert_valid(self) -> int:
-        return assert_messages_valid(self.received, self.sent)
+    def assert_valid(self, schema_file: Path | str | None = None) -> int:
+        return assert_messages_valid(self.received, self.sent, schema_file)

@@ -9,72 +9,34 @@ on it). A violation is logged to stderr with the JSON path of the offending
 value and the message is still sent: the aim is to show a bug, not to change
 what the client sees.
 
-The schema is the official SDK's: its pydantic models are generated from the
-protocol's ``schema.json``, and emit it back as JSON Schema, which
-``jsonschema`` checks. Both come with the ``validate`` extra.
+The schema is a protocol schema file named by ``ACP_FAST_VALIDATE_SCHEMA``
+(``--validate-schema``), else the installed SDK's pydantic models emitted as
+JSON Schema; ``schema_source`` says why in that order and names the revision.
+``jsonschema`` checks it; it and the SDK come with the ``validate`` extra.
+The first connection checked logs that revision as a warning, so a plain run
+shows what the agent is held to (later connections log it at info level).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import copy
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from ..peer.connection import Connection
+from . import schema_source
+from .schema_source import SCHEMA_ENV_VAR, Schema, describe
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "ACP_FAST_VALIDATE"
 
-#: Agent -> client requests: method -> the SDK model of its params.
-REQUEST_PARAMS = {
-    "session/request_permission": "RequestPermissionRequest",
-    "fs/read_text_file": "ReadTextFileRequest",
-    "fs/write_text_file": "WriteTextFileRequest",
-    "terminal/create": "CreateTerminalRequest",
-    "terminal/output": "TerminalOutputRequest",
-    "terminal/wait_for_exit": "WaitForTerminalExitRequest",
-    "terminal/kill": "KillTerminalRequest",
-    "terminal/release": "ReleaseTerminalRequest",
-    "elicitation/create": "CreateElicitationRequest",
-    "mcp/connect": "ConnectMcpRequest",
-    "mcp/message": "MessageMcpRequest",
-    "mcp/disconnect": "DisconnectMcpRequest",
-}
-
-#: Agent -> client notifications: method -> the SDK model of its params.
-NOTIFICATION_PARAMS = {
-    "session/update": "SessionNotification",
-    "elicitation/complete": "CompleteElicitationNotification",
-    "mcp/message": "MessageMcpNotification",
-    "$/cancel_request": "CancelRequestNotification",
-}
-
-#: Client -> agent requests: method -> the SDK model of the agent's result.
-#: ``mcp/message`` is absent on purpose: its result is the inner MCP result, any JSON.
-RESULTS = {
-    "initialize": "InitializeResponse",
-    "authenticate": "AuthenticateResponse",
-    "logout": "LogoutResponse",
-    "session/new": "NewSessionResponse",
-    "session/load": "LoadSessionResponse",
-    "session/resume": "ResumeSessionResponse",
-    "session/fork": "ForkSessionResponse",
-    "session/list": "ListSessionsResponse",
-    "session/delete": "DeleteSessionResponse",
-    "session/close": "CloseSessionResponse",
-    "session/set_mode": "SetSessionModeResponse",
-    "session/set_config_option": "SetSessionConfigOptionResponse",
-    "session/prompt": "PromptResponse",
-    "mcp/connect": "ConnectMcpResponse",
-    "mcp/disconnect": "DisconnectMcpResponse",
-}
-
-_ERROR_MODEL = "Error"
+__all__ = ["ENV_VAR", "SCHEMA_ENV_VAR", "OutgoingValidator", "describe", "enabled", "install", "unavailable"]
 
 
 def enabled() -> bool:
@@ -83,39 +45,21 @@ def enabled() -> bool:
 
 
 def unavailable() -> str | None:
-    """Why validation cannot run in this environment, or None if it can."""
-    missing = [name for name in ("jsonschema", "acp") if importlib.util.find_spec(name) is None]
-    if missing:
-        return f"needs {' and '.join(missing)}: pip install 'acp-fast[validate]'"
-    return None
+    """Why validation cannot run in this environment, or None if it can (the schema is loaded then)."""
+    return schema_source.unavailable()
 
 
 class OutgoingValidator:
-    """The ACP schema as one JSON Schema document, with a validator per message kind."""
+    """One ACP schema (see ``schema_source``), with a validator per message kind, built on first use."""
 
-    def __init__(self) -> None:
-        problem = unavailable()
-        if problem:
-            raise RuntimeError(f"{ENV_VAR}=1: {problem}")
-        import jsonschema.validators
-        from acp import schema as sdk_schema
-        from pydantic import TypeAdapter
-        from pydantic.json_schema import GenerateJsonSchema
-
-        names = sorted({*REQUEST_PARAMS.values(), *NOTIFICATION_PARAMS.values(), *RESULTS.values(), _ERROR_MODEL})
-        mode: Literal["validation"] = "validation"
-        keyed = [(name, mode, TypeAdapter(getattr(sdk_schema, name))) for name in names]
-        refs, document = TypeAdapter.json_schemas(
-            keyed, ref_template="#/$defs/{model}", schema_generator=GenerateJsonSchema
-        )
-        defs = document.get("$defs", {})
-        _replace_discriminated_unions(defs)
-        cls = jsonschema.validators.extend(
-            jsonschema.validators.Draft202012Validator, {"discriminator": _check_discriminator}
-        )
-        self._validators: dict[str, Any] = {
-            name: cls({**refs[(name, "validation")], "$defs": defs}) for name, _, _ in keyed
-        }
+    def __init__(self, schema: Schema | None = None) -> None:
+        if schema is None:
+            problem = unavailable()
+            if problem:
+                raise RuntimeError(f"{ENV_VAR}=1: {problem}")
+            schema = schema_source.load()
+        self.schema = schema
+        self._validators = _validators_for(schema)
         self._methods: dict[Any, str] = {}
 
     # -- what the client asked -------------------------------------------------------
@@ -154,7 +98,7 @@ class OutgoingValidator:
         if method.startswith("_"):  # extension method: any object
             ok = params is None or isinstance(params, dict)
             return [] if ok else [f"$.params: must be an object, got {params!r}"]
-        table = REQUEST_PARAMS if is_request else NOTIFICATION_PARAMS
+        table = self.schema.requests if is_request else self.schema.notifications
         model = table.get(method)
         if model is None:
             kind = "request" if is_request else "notification"
@@ -169,15 +113,15 @@ class OutgoingValidator:
         if ("result" in msg) == ("error" in msg) or set(msg) - {"jsonrpc", "id", "result", "error"}:
             return ["$: a response has exactly one of result/error and nothing else besides jsonrpc and id"]
         if "error" in msg:
-            return self._validate(_ERROR_MODEL, msg["error"], "$.error")
-        model = RESULTS.get(method) if method is not None else None
+            return self._validate(schema_source.ERROR_DEF, msg["error"], "$.error")
+        model = self.schema.results.get(method) if method is not None else None
         if model is None:
-            return []  # an extension method, mcp/message, or a request not seen: any result
+            return []  # an extension method, mcp/message, a method the schema lacks, a request not seen
         return self._validate(model, msg["result"], "$.result")
 
     def _validate(self, model: str, value: Any, prefix: str) -> list[str]:
         found = []
-        for error in self._validators[model].iter_errors(value):
+        for error in self._validators(model).iter_errors(value):
             for leaf in _leaves(error):
                 found.append(f"{prefix}{leaf.json_path[1:]}: {leaf.message} ({model})")
         return found
@@ -194,13 +138,20 @@ def _leaves(error: Any) -> Iterator[Any]:
 
     Branches that only admit ``null`` or one constant are passed over when
     another branch has something to say: for an optional enum, "not one of
-    [...]" helps, "is not of type 'null'" does not.
+    [...]" helps, "is not of type 'null'" does not. An enum written as one
+    ``const`` per branch (as the protocol's schema files write them) is reported
+    as one "not one of [...]".
     """
     if not error.context:
         yield error
         return
     from jsonschema.exceptions import best_match
 
+    constants = [e.validator_value for e in error.context if e.validator == "const"]
+    if len(constants) == len(error.context) and all(not e.relative_path for e in error.context):
+        error.message = f"{error.instance!r} is not one of {constants!r}"
+        yield error
+        return
     telling = [e for e in error.context if not _is_alternative_noise(e)] or list(error.context)
     yield from _leaves(best_match(telling))
 
@@ -209,29 +160,72 @@ def _is_alternative_noise(error: Any) -> bool:
     return bool(error.validator == "const" or (error.validator == "type" and error.validator_value == "null"))
 
 
-def _replace_discriminated_unions(node: Any) -> None:
-    """Drop ``oneOf`` where pydantic also wrote a discriminator; ``_check_discriminator`` applies it.
+#: A private keyword: a tagged union's tag value -> the schema of its branch.
+_TAGS = "x-acp-fast-tags"
+
+
+@functools.cache
+def _validators_for(schema: Schema) -> Callable[[str], Any]:
+    """A validator per definition of ``schema``, built on first use and shared by every connection."""
+    import jsonschema.validators
+
+    defs = copy.deepcopy(schema.defs)  # tagging rewrites them; the loaded schema stays as read
+    _tag_unions(defs)
+    cls = jsonschema.validators.extend(
+        jsonschema.validators.Draft202012Validator, {"discriminator": _check_discriminator}
+    )
+
+    @functools.cache
+    def validator(name: str) -> Any:
+        return cls({"$ref": f"#/$defs/{name}", "$defs": defs})
+
+    return validator
+
+
+def _tag_unions(node: Any) -> None:
+    """Replace the ``oneOf`` of each tagged union by a tag -> branch table ``_check_discriminator`` reads.
 
     A tagged union checked as plain ``oneOf`` reports a wrong tag as "not valid
     under any of the given schemas"; checking the tag first names the field.
+    pydantic writes the tags as ``discriminator.mapping``; the protocol's schema
+    files write only ``propertyName`` and pin the tag in each branch with
+    ``const``. A union whose branches do not all pin a distinct tag keeps its ``oneOf``.
     """
     if isinstance(node, dict):
-        if "discriminator" in node and "oneOf" in node and "mapping" in node["discriminator"]:
-            del node["oneOf"]
+        discriminator, branches = node.get("discriminator"), node.get("oneOf")
+        if isinstance(discriminator, dict) and isinstance(branches, list):
+            tags = _tags_of(discriminator, branches)
+            if tags is not None:
+                del node["oneOf"]
+                node[_TAGS] = tags
         for value in node.values():
-            _replace_discriminated_unions(value)
+            _tag_unions(value)
     elif isinstance(node, list):
         for value in node:
-            _replace_discriminated_unions(value)
+            _tag_unions(value)
+
+
+def _tags_of(discriminator: dict[str, Any], branches: list[Any]) -> dict[str, Any] | None:
+    mapping = discriminator.get("mapping")
+    if isinstance(mapping, dict):
+        return {tag: {"$ref": target} for tag, target in mapping.items()}
+    name, tags = discriminator.get("propertyName"), {}
+    for branch in branches:
+        pinned = branch.get("properties", {}).get(name, {}) if isinstance(branch, dict) else {}
+        tag = pinned.get("const") if isinstance(pinned, dict) else None
+        if not isinstance(tag, str) or tag in tags:
+            return None
+        tags[tag] = branch
+    return tags
 
 
 def _check_discriminator(validator: Any, discriminator: Any, instance: Any, schema: Any) -> Iterator[Any]:
     """Check a tagged union by its tag: an unknown tag is reported on the tag itself."""
     from jsonschema.exceptions import ValidationError
 
-    mapping = discriminator.get("mapping")
-    if not mapping:
-        return  # no mapping: the oneOf was kept and does the checking
+    tags = schema.get(_TAGS)
+    if tags is None:
+        return  # not tagged: the oneOf was kept and does the checking
     if not validator.is_type(instance, "object"):
         yield ValidationError(f"{instance!r} is not of type 'object'")
         return
@@ -239,11 +233,12 @@ def _check_discriminator(validator: Any, discriminator: Any, instance: Any, sche
     if tag_name not in instance:
         yield ValidationError(f"{tag_name!r} is a required property")
         return
-    target = mapping.get(instance[tag_name])
-    if target is None:
-        yield from validator.descend(instance[tag_name], {"enum": sorted(mapping)}, path=tag_name)
+    tag = instance[tag_name]
+    branch = tags.get(tag) if isinstance(tag, str) else None
+    if branch is None:
+        yield from validator.descend(tag, {"enum": sorted(tags)}, path=tag_name)
         return
-    yield from validator.descend(instance, {"$ref": target})
+    yield from validator.descend(instance, branch)
 
 
 def install(conn: Connection) -> OutgoingValidator:
@@ -271,8 +266,14 @@ def install(conn: Connection) -> OutgoingValidator:
 
     conn.writer.write = checked_write  # type: ignore[method-assign]
     conn.feed_line = noted_feed_line  # type: ignore[method-assign]
-    log.info("outgoing messages are checked against the ACP schema (%s=1)", ENV_VAR)
+    level = logging.INFO if checker.schema.revision in _announced else logging.WARNING
+    _announced.add(checker.schema.revision)
+    log.log(level, "outgoing messages are checked against the ACP schema %s (%s=1)", checker.schema.revision, ENV_VAR)
     return checker
+
+
+#: The schema revisions already named at warning level in this process.
+_announced: set[str] = set()
 
 
 def _describe(msg: Any) -> str:
