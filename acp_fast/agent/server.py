@@ -127,12 +127,13 @@ class AnswerAfterStart:
         self.result = result
 
 
-def _forwarding(attr: str) -> ControlHandler:
-    """A control handler that hands the params to the agent's ``attr`` and answers what it returns."""
+def _forwarding(attr: str, default: Callable[[Kwargs], dict[str, Any]] = lambda _kw: {}) -> ControlHandler:
+    """A control handler that hands the params to the agent's ``attr`` and answers what it returns;
+    ``default`` is the answer to a handler that returns None."""
 
     async def forward(server: AgentServer, kw: Kwargs) -> Any:
         result = await getattr(server.agent, attr)(**server.fit(attr, kw))
-        return {} if result is None else result
+        return default(kw) if result is None else result
 
     forward.__name__ = f"_forward_{attr}"
     return forward
@@ -731,7 +732,8 @@ class AgentServer:
 
     _unarchive_session = _forwarding("unarchive_session")
     _session_status = _forwarding("session_status")
-    _set_session_title = _forwarding("set_session_title")
+    # The schema's answer names the title as stored; None from the agent means as given.
+    _set_session_title = _forwarding("set_session_title", lambda kw: {"title": kw["title"]})
     _auth_status = _forwarding("auth_status")
     _list_providers = _forwarding("list_providers")
     _set_provider = _forwarding("set_provider")
