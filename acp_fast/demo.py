@@ -10,6 +10,10 @@ Prompt commands (the text of the first text block):
 - ``tool``: a pretend tool call that asks permission first;
 - ``mcp SERVER_ID``: connects to an MCP server the client declared with
   ``{"type": "acp"}`` and reports the names from its ``tools/list``;
+- ``plan``: a two-step plan through plan operations (``plan_update``,
+  ``plan_removed``) and a notice, each when the client opted in; the
+  ``plan`` update of old clients otherwise;
+- ``system``: says which system prompt the session was opened with;
 - anything else: a long deterministic answer, streamed word by word at the
   configured pace.
 """
@@ -39,7 +43,10 @@ _MODEL_VALUES = frozenset(m["value"] for m in MODELS)
 COMMANDS: list[dict[str, Any]] = [
     {"name": "stream", "description": "stream N chunks DELAY_MS apart", "input": {"hint": "N DELAY_MS"}},
     {"name": "tool", "description": "run a pretend tool after asking permission"},
+    {"name": "plan", "description": "make, complete and dismiss a two-step plan"},
+    {"name": "system", "description": "say which system prompt this session has"},
 ]
+PLAN_STEPS = ["Read the question", "Answer it"]
 _COMMANDS_RAW = raw(orjson.dumps(COMMANDS))  # sent to every new session: encoded once
 ANSWER = (
     "acp_fast streams this answer one word at a time so that you can watch a long "
@@ -86,6 +93,15 @@ class DemoMcpProvider(McpProvider):
         raise MethodNotFound(f"Method not found: {method}", {"method": method})
 
 
+def _plan_entry(content: str, status: str) -> dict[str, Any]:
+    return {"content": content, "priority": "medium", "status": status}
+
+
+def _system_prompt_summary(system_prompt: dict[str, Any]) -> str:
+    text = " ".join(b["text"] for b in system_prompt.get("content", ()) if isinstance(b.get("text"), str))
+    return f"{system_prompt.get('mode')}, {text!r}"
+
+
 def _model_option(value: str) -> dict[str, Any]:
     return {
         "id": "model",
@@ -110,6 +126,7 @@ class DemoAgent(Agent):
     """A deterministic agent for demos, interop tests and benchmarks."""
 
     mcp_over_acp = True
+    system_prompt_modes = frozenset({"append", "override"})
 
     def __init__(self, pace_ms: float = 20.0, *, unique_ids: bool = False) -> None:
         """``unique_ids``: session ids unique in the process (hosting parks sessions by id), not demo-1, demo-2..."""
@@ -119,6 +136,7 @@ class DemoAgent(Agent):
         self.history: dict[str, list[dict[str, Any]]] = {}
         self.cwd: dict[str, str] = {}
         self.titles: dict[str, str] = {}
+        self.system_prompts: dict[str, dict[str, Any]] = {}
 
     async def initialize(
         self,
@@ -144,7 +162,15 @@ class DemoAgent(Agent):
     ) -> dict[str, Any]:
         session_id = new_session_id("demo-") if self.unique_ids else f"demo-{len(self.cwd) + 1}"
         self.cwd[session_id] = cwd  # the history list is made by the first prompt
+        if kwargs:
+            self._keep_system_prompt(session_id, kwargs)
         return {"sessionId": session_id, **_SESSION_STATE}
+
+    def _keep_system_prompt(self, session_id: str, kwargs: dict[str, Any]) -> None:
+        """The server passes ``system_prompt`` only when the client sent one, checked against our modes."""
+        system_prompt = kwargs.get("system_prompt")
+        if system_prompt is not None:
+            self.system_prompts[session_id] = system_prompt
 
     async def load_session(
         self,
@@ -156,6 +182,7 @@ class DemoAgent(Agent):
     ) -> dict[str, Any]:
         if session_id not in self.cwd:
             raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
+        self._keep_system_prompt(session_id, kwargs)
         for update in self.history.get(session_id, ()):  # replay before answering
             await self.client.session_update(session_id, update)
         return self._session_state()
@@ -170,6 +197,7 @@ class DemoAgent(Agent):
     ) -> dict[str, Any]:
         if session_id not in self.cwd:
             raise InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
+        self._keep_system_prompt(session_id, kwargs)
         return self._session_state()
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -203,10 +231,17 @@ class DemoAgent(Agent):
 
     def detach_session(self, session_id: str) -> Any:
         """Hosting: the session's history travels to the instance that re-attaches it."""
-        return (self.cwd.pop(session_id, None), self.history.pop(session_id, None), self.titles.pop(session_id, None))
+        return (
+            self.cwd.pop(session_id, None),
+            self.history.pop(session_id, None),
+            self.titles.pop(session_id, None),
+            self.system_prompts.pop(session_id, None),
+        )
 
     def attach_session(self, session_id: str, state: Any) -> None:
-        cwd, history, title = state
+        cwd, history, title, system_prompt = state
+        if system_prompt is not None:
+            self.system_prompts[session_id] = system_prompt
         if cwd is not None:
             self.cwd[session_id] = cwd
         if history is not None:
@@ -216,6 +251,11 @@ class DemoAgent(Agent):
 
     async def on_session_start(self, session_id: str) -> None:
         await self.client.available_commands_update(session_id, _COMMANDS_RAW)
+        system_prompt = self.system_prompts.get(session_id)
+        if system_prompt is not None and self.client.supports_update("notice"):
+            await self.client.notice(
+                session_id, "System prompt applied", description=f"{_system_prompt_summary(system_prompt)}"
+            )
 
     async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
         text = _prompt_text(prompt)
@@ -234,6 +274,14 @@ class DemoAgent(Agent):
             return await self._tool(session_id)
         elif words[:1] == ["mcp"] and len(words) == 2:
             await self._mcp(session_id, words[1])
+        elif words == ["plan"]:
+            await self._plan(session_id)
+        elif words == ["system"]:
+            system_prompt = self.system_prompts.get(session_id)
+            await self.client.agent_message_chunk(
+                session_id,
+                "no system prompt" if system_prompt is None else f"system prompt: {_system_prompt_summary(system_prompt)}",
+            )
         else:
             await self._answer(session_id)
         return {"stopReason": "end_turn"}
@@ -254,6 +302,22 @@ class DemoAgent(Agent):
         self.history[session_id].append(
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ANSWER}}
         )
+
+    async def _plan(self, session_id: str) -> None:
+        """Plan operations for a client that opted in (``plan``), the whole-plan update otherwise."""
+        client = self.client
+        if not client.supports_update("plan_update"):
+            await client.plan(session_id, [_plan_entry(step, "completed") for step in PLAN_STEPS])
+        else:
+            await client.plan_update(session_id, "demo-plan", entries=[_plan_entry(s, "pending") for s in PLAN_STEPS])
+            await client.plan_update(session_id, "demo-notes", markdown="## Notes\n- nothing to add")
+            await client.plan_update(
+                session_id, "demo-plan", entries=[_plan_entry(s, "completed") for s in PLAN_STEPS]
+            )
+            await client.plan_removed(session_id, "demo-notes")
+        if client.supports_update("notice"):
+            await client.notice(session_id, "Plan finished", description=f"{len(PLAN_STEPS)} steps completed")
+        await client.agent_message_chunk(session_id, f"planned {len(PLAN_STEPS)} steps")
 
     async def _mcp(self, session_id: str, server_id: str) -> None:
         conn = await self.client.connect_mcp(server_id)

@@ -32,8 +32,9 @@ def _in_ci() -> bool:
         ("ts_sdk_client.test.mjs", ("@agentclientprotocol/sdk",)),  # stdio, against `acp-fast demo`
         ("ts_ws_client.test.mjs", ("@agentclientprotocol/sdk", "ws")),  # createWebSocketStream, `demo --listen`
         ("ts_http_client.test.mjs", ("@agentclientprotocol/sdk",)),  # createHttpStream, `demo --listen`
+        ("ts_sdk_current.test.mjs", ("@agentclientprotocol/sdk",)),  # systemPrompt, notices, plan operations
     ],
-    ids=["stdio", "websocket", "streamable-http"],
+    ids=["stdio", "websocket", "streamable-http", "schema-1.34-kinds"],
 )
 def test_interop_typescript_sdk_clients_against_demo(script: str, packages: tuple[str, ...]) -> None:
     node = shutil.which("node")

@@ -148,6 +148,16 @@ async def _walk(command: list[str]) -> RecordingClient:
         assert read.stop_reason == "end_turn"
         assert any("11" in t for t in client.texts(sid)[-1:])
 
+        if command == AGENTS["acp-fast-demo"]:
+            # Schema 1.34 kinds: this client (SDK 0.12) cannot opt in to plans or notices, so the
+            # demo sends the whole-plan update its models know, and nothing they would reject.
+            planned = await conn.prompt(session_id=sid, prompt=[text_block("plan")])
+            assert planned.stop_reason == "end_turn" and client.texts(sid)[-1] == "planned 2 steps"
+            kinds = [u.session_update for s, u in client.updates if s == sid]
+            assert "plan" in kinds and not {"plan_update", "plan_removed", "notice"} & set(kinds)
+            await conn.prompt(session_id=sid, prompt=[text_block("system")])
+            assert client.texts(sid)[-1] == "no system prompt"
+
         # Set mode; answered in order after every cancel above, so it is also the R06 barrier.
         await conn.set_session_mode(session_id=sid, mode_id="code")
         with pytest.raises(RequestError) as bad_mode:
