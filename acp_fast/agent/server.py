@@ -153,6 +153,7 @@ class AgentServer:
             client_role=bool(getattr(agent, "mcp_over_acp", False)),
         )
         self.client.mcp = self.mcp
+        self.client.sessions = self.sessions
         self._implemented = _implemented_by(agent)
         # Every request method in one lookup: its spec and, for a served control method, its handler.
         self._routes = _routes_for(type(self), type(agent), self._implemented)
