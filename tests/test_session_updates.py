@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from schema_oracle import assert_messages_valid, record_sent
-from update_schema import check_update
 
 from acp_fast.agent.base import Agent
 from acp_fast.agent.client_handle import CLEAR, CapabilityNotSupported, Client
 from acp_fast.agent.methods import UPDATE_GATES
 from tests.helpers import Harness, close_and_check, prompt_params
+from tests.schema_oracle import assert_messages_valid, record_sent
+from tests.update_schema import check_update
 
 pytestmark = pytest.mark.usefixtures("read_path")
 

@@ -24,7 +24,6 @@ from ..wire.jsonrpc import encode_notification
 from .methods import CLIENT_METHODS, UPDATE_GATES
 from .sessions import ChildSession, new_session_id
 from .subagents import SubagentRun, SubagentWork
-from .subagents import start as start_run
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
@@ -455,23 +454,26 @@ class Client:
         new = child_id is None or child_id not in self.sessions
         child = self.sessions.open_child(parent, child_id if child_id is not None else new_session_id("sub_"))
         try:
-            run = start_run(self, child, work, self._context())
+            run = SubagentRun(self, child, work)  # the child's slot and token, before anything is sent
         except BaseException:
             if new:
                 self.sessions.remove(child.id)
             raise
-        update = _drop_none(
-            {
-                "sessionUpdate": "subagent_update",
-                "sessionId": child.id,
-                "title": title,
-                "description": description,
-                "capabilities": {"cancel": {}} if new else None,
-                "state": {"state": "running"},
-            }
+        self._send_update(
+            parent_id,
+            _drop_none(
+                {
+                    "sessionUpdate": "subagent_update",
+                    "sessionId": child.id,
+                    "title": title,
+                    "description": description,
+                    "capabilities": {"cancel": {}} if new else None,
+                    "state": {"state": "running"},
+                }
+            ),
         )
-        if self._send_update(parent_id, update):
-            await self._conn.writer.drain()
+        run.launch(self._context())
+        await self._conn.drain()
         return run
 
     # -- requests ----------------------------------------------------------------------

@@ -163,19 +163,23 @@ class SubagentRun:
             )
         self._done.set_result(outcome)
 
+    def launch(self, context: Any) -> None:
+        """Create the work's task, after the child was announced: the announcement leaves
+        before the task's first step, so a cancel sent on seeing it finds the work not started.
+
+        When no task can be made (the spawn limit), the run ends as ``error``,
+        reported like any other end, and the error is raised.
+        """
+        parent_turn = _current_turn.get()
+        request_id = parent_turn.request_id if parent_turn is not None else self.session_id
+        turn = Turn(self.session, self.token, request_id, context)
+        try:
+            self.task = self._client._conn.spawn(
+                self._body(turn), name=f"acp.subagent:{self.session_id}", on_done=self._task_done
+            )
+        except Exception as exc:
+            self._finish("error", error=exc)
+            raise
+
     def __repr__(self) -> str:
         return f"SubagentRun({self.session_id!r} of {self.parent_id!r}, outcome={self.outcome!r})"
-
-
-def start(client: Client, child: ChildSession, work: SubagentWork, context: Any) -> SubagentRun:
-    """Reserve the child's turn and create its task (not yet run); the caller announces it."""
-    run = SubagentRun(client, child, work)
-    parent_turn = _current_turn.get()
-    request_id = parent_turn.request_id if parent_turn is not None else child.id
-    turn = Turn(child, run.token, request_id, context)
-    try:
-        run.task = client._conn.spawn(run._body(turn), name=f"acp.subagent:{child.id}", on_done=run._task_done)
-    except BaseException:
-        child.end_turn(run)
-        raise
-    return run
