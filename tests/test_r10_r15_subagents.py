@@ -24,8 +24,9 @@ from acp_fast.agent.subagents import SubagentRun
 from acp_fast.wire.errors import ServerBusy
 from acp_fast.wire.limits import Limits
 from tests.helpers import AgentProcess, Harness, close_and_check, prompt_params
-from tests.schema_oracle import record_sent
+from tests.schema_oracle import assert_messages_valid, record_sent
 from tests.test_session_updates import assert_all_valid
+from tests.update_schema import check_update
 
 pytestmark = pytest.mark.usefixtures("read_path")
 
@@ -287,9 +288,11 @@ def test_r15_children_count_against_max_sessions_and_go_with_their_parent(run: A
     async def body() -> None:
         agent = ParentAgent(block=False)
         h, sid = await start(agent, limits=Limits(max_sessions=2))
+        agent.child_id = "kid"
         done = await h.call("session/prompt", prompt_params(sid, "one"))
         assert done["result"] == {"stopReason": "end_turn"}
         child = agent.runs[0].session_id
+        assert child == "kid" and h.server.sessions.get(child).parent is h.server.sessions.get(sid)
         assert isinstance(h.server.sessions.get(child), ChildSession) and len(h.server.sessions) == 2
         agent.child_id = None  # a second child would be a third session
         full = await h.call("session/prompt", prompt_params(sid, "two"))
@@ -329,7 +332,7 @@ class PipeAgent(Agent):
             await asyncio.Event().wait()
             return "end_turn"
 
-        run = await self.client.start_subagent(session_id, work, title="pipe")
+        run = await self.client.start_subagent(session_id, work, title="pipe", cwd="/tmp/pipe")
         return "end_turn" if await run == "cancelled" else "refusal"
 
 
@@ -344,6 +347,7 @@ def test_r10_r13_child_cancel_over_a_real_pipe(read_path: str) -> None:
         announce = agent.next()
         assert announce["params"]["update"]["sessionUpdate"] == "subagent_update", announce
         child = announce["params"]["update"]["sessionId"]
+        assert announce["params"]["update"]["cwd"] == "/tmp/pipe"
         chunk = agent.next()
         assert chunk["params"]["sessionId"] == child, chunk
         agent.send(cancel_obj(child))
@@ -352,6 +356,9 @@ def test_r10_r13_child_cancel_over_a_real_pipe(read_path: str) -> None:
         assert [m["params"]["update"] for m in before] == [
             {"sessionUpdate": "subagent_update", "sessionId": child, "state": {"state": "idle",
                                                                                "stopReason": "cancelled"}}]
+        for msg in [announce, *before]:
+            check_update(msg["params"])
+        assert_messages_valid([chunk, resp], None)
         agent.close_stdin()
         assert agent.wait() == 0
         assert "Traceback" not in agent.stderr

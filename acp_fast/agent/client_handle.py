@@ -106,7 +106,14 @@ _GATED_KINDS: Final = frozenset(UPDATE_GATES)
 
 
 class Client:
-    """The agent's handle on the client at the other end of the connection."""
+    """The agent's handle on the client at the other end of the connection.
+
+    Whatever needs a client capability (a request in ``CLIENT_METHODS``, an
+    update kind in ``UPDATE_GATES``, the raw ``session_update`` included)
+    raises CapabilityNotSupported before anything is written when the client
+    did not advertise it; ``supports(method)`` and ``supports_update(kind)``
+    ask first. Subagent work runs on child sessions (``start_subagent``).
+    """
 
     #: The MCP-over-ACP tables, installed by the AgentServer (R17).
     mcp: McpBridge | None = None
@@ -433,6 +440,8 @@ class Client:
         child_id: str | None = None,
         title: str | None = None,
         description: str | None = None,
+        cwd: str | None = None,
+        additional_directories: list[str] | None = None,
     ) -> SubagentRun:
         """Run ``work(run)`` on a child session of ``parent_id`` in a task of its own; returns at once.
 
@@ -444,8 +453,9 @@ class Client:
         prompt (R10-R15); when it ends the child is reported ``idle`` with its
         stop reason. The work sends the child's updates with
         ``run.session_id`` and may poll ``run.token``; ``await run`` waits for
-        the outcome, and cancelling that wait cancels the child. Needs
-        ``subagents``.
+        the outcome, and cancelling that wait cancels the child. ``cwd`` and
+        ``additional_directories`` say where the child works (while unset, where
+        its parent does). Needs ``subagents``.
         """
         self._require_update("subagent_update")
         if self.sessions is None:
@@ -453,6 +463,8 @@ class Client:
         parent = self.sessions.get(parent_id)
         new = child_id is None or child_id not in self.sessions
         child = self.sessions.open_child(parent, child_id if child_id is not None else new_session_id("sub_"))
+        if cwd is not None:
+            child.cwd = cwd
         try:
             run = SubagentRun(self, child, work)  # the child's slot and token, before anything is sent
         except BaseException:
@@ -469,6 +481,8 @@ class Client:
                     "description": description,
                     "capabilities": {"cancel": {}} if new else None,
                     "state": {"state": "running"},
+                    "cwd": cwd,
+                    "additionalDirectories": additional_directories,
                 }
             ),
         )
