@@ -1,26 +1,35 @@
-"""Agent-to-client calls: session updates, permission, fs, terminal, elicitation.
+"""Agent-to-client calls: session updates, permission, fs, terminal, elicitation, subagents.
 
 Updates go out through the connection's ordered writer and wait for stdout
 when it is backed up (R26); a prompt's updates therefore leave in the order
-the prompt produced them and before its response (R05). Every gated method
-checks the client's advertised capabilities first and raises
-CapabilityNotSupported before anything is sent (a MUST NOT in ACP).
+the prompt produced them and before its response (R05).
+
+One gating rule for everything the client must opt in to: a request method
+(fs, terminal, elicitation; ``CLIENT_METHODS``) and a ``session/update``
+kind (notice, compaction, plan operations, subagents; ``UPDATE_GATES``) is
+checked against the capabilities the client advertised in ``initialize``,
+and CapabilityNotSupported is raised before anything is written (a MUST NOT
+in ACP). ``supports(method)`` and ``supports_update(kind)`` ask first. The
+raw ``session_update`` applies the same rule to the kind it is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..peer.pending import PendingRequest
 from ..wire.errors import MethodNotFound
 from ..wire.jsonrpc import encode_notification
-from .methods import CLIENT_METHODS
+from .methods import CLIENT_METHODS, UPDATE_GATES
+from .sessions import ChildSession, new_session_id
+from .subagents import SubagentRun, SubagentWork
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
     from .context import Context
     from .mcp_bridge import McpBridge, McpClientConnection, McpInbound
+    from .sessions import SessionTable
 
 
 class CapabilityNotSupported(MethodNotFound):
@@ -46,6 +55,7 @@ def _tool_update(
     locations: list[dict[str, Any]] | None,
     raw_input: Any,
     raw_output: Any,
+    name: str | None,
 ) -> dict[str, Any]:
     """``tool_call`` and ``tool_call_update`` share their fields; omitted ones stay off the wire."""
     return _drop_none(
@@ -53,6 +63,7 @@ def _tool_update(
             "sessionUpdate": update_kind,
             "toolCallId": tool_call_id,
             "title": title,
+            "name": name,
             "kind": kind,
             "status": status,
             "content": content,
@@ -67,11 +78,47 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
+class _Clear:
+    """The type of ``CLEAR``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "CLEAR"
+
+
+#: For the patch fields of the newer updates (subagent_update, session_message,
+#: compaction_update): None leaves a field off the wire (unchanged), CLEAR sends
+#: ``null`` (cleared).
+CLEAR: Final = _Clear()
+
+
+def _patch(d: dict[str, Any]) -> dict[str, Any]:
+    """Omitted (None) fields off the wire, CLEAR ones as null."""
+    return {k: (None if v is CLEAR else v) for k, v in d.items() if v is not None}
+
+
+def _block(content: str | dict[str, Any]) -> dict[str, Any]:
+    return {"type": "text", "text": content} if type(content) is str else content  # type: ignore[return-value]
+
+
+_GATED_KINDS: Final = frozenset(UPDATE_GATES)
+
+
 class Client:
-    """The agent's handle on the client at the other end of the connection."""
+    """The agent's handle on the client at the other end of the connection.
+
+    Whatever needs a client capability (a request in ``CLIENT_METHODS``, an
+    update kind in ``UPDATE_GATES``, the raw ``session_update`` included)
+    raises CapabilityNotSupported before anything is written when the client
+    did not advertise it; ``supports(method)`` and ``supports_update(kind)``
+    ask first. Subagent work runs on child sessions (``start_subagent``).
+    """
 
     #: The MCP-over-ACP tables, installed by the AgentServer (R17).
     mcp: McpBridge | None = None
+    #: The connection's session table, installed by the AgentServer: where subagent children are registered.
+    sessions: SessionTable | None = None
 
     def __init__(self, conn: Connection, context: Callable[[], Context]) -> None:
         self._conn = conn
@@ -84,6 +131,18 @@ class Client:
     def supports(self, method: str) -> bool:
         gate = CLIENT_METHODS.get(method)
         return gate is None or self._context().client_supports(gate)
+
+    def supports_update(self, kind: str) -> bool:
+        """Whether a ``session/update`` of this kind may be sent (ungated kinds always may)."""
+        gate = UPDATE_GATES.get(kind)
+        return gate is None or self._context().client_supports(gate)
+
+    def _require_update(self, kind: str) -> None:
+        if not self.supports_update(kind):
+            raise CapabilityNotSupported(
+                f"the client did not advertise the capability {kind!r} updates need "
+                f"({'.'.join(UPDATE_GATES[kind])})"
+            )
 
     def request(self, method: str, params: Any = None) -> PendingRequest:
         """Send any agent->client request (gated); await the result or use on_result."""
@@ -98,6 +157,9 @@ class Client:
     async def session_update(
         self, session_id: str, update: dict[str, Any], field_meta: dict[str, Any] | None = None
     ) -> None:
+        """Any update dict, written as given; a gated kind is checked as its helper checks it."""
+        if update.get("sessionUpdate") in _GATED_KINDS:
+            self._require_update(update["sessionUpdate"])
         if self._send_update(session_id, update, field_meta):
             await self._conn.writer.drain()
 
@@ -144,10 +206,14 @@ class Client:
         locations: list[dict[str, Any]] | None = None,
         raw_input: Any = None,
         raw_output: Any = None,
+        name: str | None = None,
     ) -> None:
+        """``name``: the tool's own identifier, beside the human-readable ``title``."""
         if self._send_update(
             session_id,
-            _tool_update("tool_call", tool_call_id, title, kind, status, content, locations, raw_input, raw_output),
+            _tool_update(
+                "tool_call", tool_call_id, title, kind, status, content, locations, raw_input, raw_output, name
+            ),
         ):
             await self._conn.writer.drain()
 
@@ -163,11 +229,12 @@ class Client:
         locations: list[dict[str, Any]] | None = None,
         raw_input: Any = None,
         raw_output: Any = None,
+        name: str | None = None,
     ) -> None:
         if self._send_update(
             session_id,
             _tool_update(
-                "tool_call_update", tool_call_id, title, kind, status, content, locations, raw_input, raw_output
+                "tool_call_update", tool_call_id, title, kind, status, content, locations, raw_input, raw_output, name
             ),
         ):
             await self._conn.writer.drain()
@@ -202,6 +269,226 @@ class Client:
             session_id, _drop_none({"sessionUpdate": "usage_update", "used": used, "size": size, "cost": cost})
         ):
             await self._conn.writer.drain()
+
+    # -- gated session/update kinds (UPDATE_GATES): raise before writing when not advertised --
+    async def _gated_update(self, session_id: str, update: dict[str, Any]) -> None:
+        self._require_update(update["sessionUpdate"])
+        if self._send_update(session_id, update):
+            await self._conn.writer.drain()
+
+    async def notice(
+        self, session_id: str, title: str, *, severity: str = "info", description: str | None = None
+    ) -> None:
+        """Something for the user that is not session history (``session.notices``).
+
+        ``severity``: ``info``, ``warning``, ``error`` or an ``_``-prefixed extension.
+        """
+        await self._gated_update(
+            session_id,
+            _drop_none({"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}),
+        )
+
+    async def compaction_update(
+        self,
+        session_id: str,
+        compaction_id: str,
+        status: str,
+        *,
+        summary: list[dict[str, Any]] | _Clear | None = None,
+        error: str | _Clear | None = None,
+    ) -> None:
+        """Create or patch a context compaction (``session.compaction``); ``status``:
+        ``in_progress``, ``completed``, ``failed``, ``cancelled``."""
+        await self._gated_update(
+            session_id,
+            _patch(
+                {
+                    "sessionUpdate": "compaction_update",
+                    "compactionId": compaction_id,
+                    "status": status,
+                    "summary": summary,
+                    "error": error,
+                }
+            ),
+        )
+
+    async def compaction_summary_chunk(
+        self, session_id: str, compaction_id: str, content: str | dict[str, Any]
+    ) -> None:
+        """Append one block to a compaction's summary (``session.compaction``); a string is text."""
+        await self._gated_update(
+            session_id,
+            {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id, "content": _block(content)},
+        )
+
+    async def plan_update(
+        self,
+        session_id: str,
+        plan_id: str,
+        *,
+        entries: list[dict[str, Any]] | None = None,
+        markdown: str | None = None,
+        path: str | None = None,
+        uri: str | None = None,
+    ) -> None:
+        """Send or replace the plan ``plan_id`` (``plan``): exactly one of ``entries`` (a
+        checklist), ``markdown`` (a whole document, optionally naming its file by absolute
+        ``path``) or ``uri`` (a file holding the plan)."""
+        if (entries is None) + (markdown is None) + (uri is None) != 2:
+            raise ValueError("plan_update takes exactly one of entries, markdown, uri")
+        if path is not None and markdown is None:
+            raise ValueError("plan_update: path goes with a markdown plan")
+        if entries is not None:
+            plan: dict[str, Any] = {"type": "items", "planId": plan_id, "entries": entries}
+        elif markdown is not None:
+            plan = _drop_none({"type": "markdown", "planId": plan_id, "content": markdown, "path": path})
+        else:
+            plan = {"type": "file", "planId": plan_id, "uri": uri}
+        await self._gated_update(session_id, {"sessionUpdate": "plan_update", "plan": plan})
+
+    async def plan_removed(self, session_id: str, plan_id: str) -> None:
+        """Remove the plan ``plan_id`` (``plan``)."""
+        await self._gated_update(session_id, {"sessionUpdate": "plan_removed", "planId": plan_id})
+
+    async def subagent_update(
+        self,
+        parent_id: str,
+        child_id: str,
+        *,
+        title: str | _Clear | None = None,
+        description: str | _Clear | None = None,
+        capabilities: dict[str, Any] | _Clear | None = None,
+        state: str | dict[str, Any] | _Clear | None = None,
+        cwd: str | _Clear | None = None,
+        additional_directories: list[str] | _Clear | None = None,
+    ) -> None:
+        """Announce the child ``child_id`` on its parent, or patch what the client knows of it
+        (``subagents``). ``state`` may be a bare state name (``"running"``).
+
+        ``start_subagent`` announces and reports its children itself; this is for
+        anything else. A ``cancel`` capability is refused for a child the runtime
+        does not run (it could not honour the client's cancel).
+        """
+        if (
+            isinstance(capabilities, dict)
+            and capabilities.get("cancel") is not None
+            and not self._is_child(parent_id, child_id)
+        ):
+            raise ValueError(
+                f"{child_id!r} is not a subagent started with start_subagent on {parent_id!r}: "
+                "a session/cancel for it would reach nothing, so cancel is not advertised"
+            )
+        await self._gated_update(
+            parent_id,
+            _patch(
+                {
+                    "sessionUpdate": "subagent_update",
+                    "sessionId": child_id,
+                    "title": title,
+                    "description": description,
+                    "capabilities": capabilities,
+                    "state": {"state": state} if isinstance(state, str) else state,
+                    "cwd": cwd,
+                    "additionalDirectories": additional_directories,
+                }
+            ),
+        )
+
+    async def session_message(
+        self,
+        session_id: str,
+        message_id: str,
+        *,
+        sender_session_id: str | _Clear | None = None,
+        recipient_session_id: str | _Clear | None = None,
+        sender_message_id: str | _Clear | None = None,
+        recipient_message_id: str | _Clear | None = None,
+        content: list[dict[str, Any]] | _Clear | None = None,
+    ) -> None:
+        """Create or patch a message between sessions in ``session_id``'s transcript (``subagents``)."""
+        await self._gated_update(
+            session_id,
+            _patch(
+                {
+                    "sessionUpdate": "session_message",
+                    "messageId": message_id,
+                    "senderSessionId": sender_session_id,
+                    "recipientSessionId": recipient_session_id,
+                    "senderMessageId": sender_message_id,
+                    "recipientMessageId": recipient_message_id,
+                    "content": content,
+                }
+            ),
+        )
+
+    async def session_message_chunk(self, session_id: str, message_id: str, content: str | dict[str, Any]) -> None:
+        """Append one block to a message between sessions (``subagents``); a string is text."""
+        await self._gated_update(
+            session_id, {"sessionUpdate": "session_message_chunk", "messageId": message_id, "content": _block(content)}
+        )
+
+    # -- subagent child sessions -----------------------------------------------------------
+    def _is_child(self, parent_id: str, child_id: str) -> bool:
+        child = None if self.sessions is None else self.sessions.find(child_id)
+        return isinstance(child, ChildSession) and child.parent.id == parent_id
+
+    async def start_subagent(
+        self,
+        parent_id: str,
+        work: SubagentWork,
+        *,
+        child_id: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        cwd: str | None = None,
+        additional_directories: list[str] | None = None,
+    ) -> SubagentRun:
+        """Run ``work(run)`` on a child session of ``parent_id`` in a task of its own; returns at once.
+
+        The child (new, or ``child_id`` reused) is registered as the parent's
+        in the session table, which bounds it by ``max_sessions``, then
+        announced with ``subagent_update`` (state ``running``, per-child
+        ``cancel``) before its work runs. ``session/cancel`` on the child's id,
+        on the parent, EOF and shutdown cancel the work as they cancel a
+        prompt (R10-R15); when it ends the child is reported ``idle`` with its
+        stop reason. The work sends the child's updates with
+        ``run.session_id`` and may poll ``run.token``; ``await run`` waits for
+        the outcome, and cancelling that wait cancels the child. ``cwd`` and
+        ``additional_directories`` say where the child works (while unset, where
+        its parent does). Needs ``subagents``.
+        """
+        self._require_update("subagent_update")
+        if self.sessions is None:
+            raise MethodNotFound("subagents need a session table: this Client is not served by an AgentServer")
+        parent = self.sessions.get(parent_id)
+        new = child_id is None or child_id not in self.sessions
+        child = self.sessions.open_child(parent, child_id if child_id is not None else new_session_id("sub_"))
+        if cwd is not None:
+            child.cwd = cwd
+        try:
+            run = SubagentRun(self, child, work)  # the child's slot and token, before anything is sent
+        except BaseException:
+            if new:
+                self.sessions.remove(child.id)
+            raise
+        self._send_update(
+            parent_id,
+            _drop_none(
+                {
+                    "sessionUpdate": "subagent_update",
+                    "sessionId": child.id,
+                    "title": title,
+                    "description": description,
+                    "capabilities": {"cancel": {}} if new else None,
+                    "state": {"state": "running"},
+                    "cwd": cwd,
+                    "additionalDirectories": additional_directories,
+                }
+            ),
+        )
+        run.launch(self._context())
+        await self._conn.drain()
+        return run
 
     # -- requests ----------------------------------------------------------------------
     async def request_permission(

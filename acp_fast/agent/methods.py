@@ -364,3 +364,18 @@ CLIENT_METHODS: Final[dict[str, tuple[str, ...] | None]] = {
     "mcp/disconnect": None,
 }
 
+
+#: ``session/update`` kinds the client must opt in to, kind -> the capability
+#: path that gates it. Sending one the client did not advertise raises before
+#: anything is written, as for the gated methods above (ACP: agents MUST only
+#: send these when the client advertised the capability).
+UPDATE_GATES: Final[dict[str, tuple[str, ...]]] = {
+    "notice": ("session", "notices"),
+    "compaction_update": ("session", "compaction"),
+    "compaction_summary_chunk": ("session", "compaction"),
+    "plan_update": ("plan",),
+    "plan_removed": ("plan",),
+    "subagent_update": ("subagents",),
+    "session_message": ("subagents",),
+    "session_message_chunk": ("subagents",),
+}

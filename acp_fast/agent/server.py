@@ -218,6 +218,7 @@ class AgentServer:
             client_role=bool(getattr(agent, "mcp_over_acp", False)),
         )
         self.client.mcp = self.mcp
+        self.client.sessions = self.sessions
         self._implemented = _implemented_by(agent)
         self._narrow = _narrow_handlers(agent, self._implemented)
         # Every request method in one lookup: its spec and, for a served control method, its handler.

@@ -5,6 +5,12 @@ on the dispatch loop, background tasks share it (R02). A session's prompt
 slot is a small state machine, IDLE <-> RUNNING, moved only by
 ``begin_turn``/``end_turn``; a second prompt while RUNNING is refused (R07).
 Idle eviction never touches a RUNNING session (R16).
+
+A subagent child session (``ChildSession``) is a row of the same table,
+owned by its parent: it counts against the same capacity, cancelling the
+parent's turn cancels the children's work too, and removing the parent
+removes them. Its turns are the agent's own subagent work, never a
+client's ``session/prompt``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from ..wire.errors import InvalidParams, PromptInProgress, ServerBusy
+from ..wire.errors import InvalidParams, InvalidRequest, PromptInProgress, ServerBusy
 from .cancel import CancelToken
 
 
@@ -41,6 +47,7 @@ class Session:
     """Framework-owned state of one ACP session; ``data`` is the agent's."""
 
     __slots__ = (
+        "_children",
         "_config",
         "_data",
         "_token",
@@ -66,6 +73,15 @@ class Session:
         self._token: CancelToken | None = None
         self.turn: RunningTurn | None = None
         self.last_active = time.monotonic()
+        self._children: dict[str, ChildSession] | None = None
+
+    @property
+    def children(self) -> dict[str, ChildSession]:
+        """The subagent child sessions this session owns, by id."""
+        children = self._children
+        if children is None:
+            children = self._children = {}
+        return children
 
     @property
     def token(self) -> CancelToken:
@@ -118,7 +134,18 @@ class Session:
             self.last_active = time.monotonic()
 
     def cancel_turn(self, reason: str = "cancelled") -> bool:
-        """Cancel the running turn (if any) and install a fresh token (R11)."""
+        """Cancel the running turn (if any) and install a fresh token (R11).
+
+        The work running on every child session below this one is cancelled
+        with it, each child getting a fresh token too.
+        """
+        if self._children:
+            for child in _descendants(self):
+                child.cancel_own_turn(reason)
+        return self.cancel_own_turn(reason)
+
+    def cancel_own_turn(self, reason: str = "cancelled") -> bool:
+        """``cancel_turn`` for this session alone."""
         job = self.turn
         if job is None:
             return False  # nothing running: the next turn's token stays clean
@@ -129,6 +156,38 @@ class Session:
     @property
     def busy(self) -> bool:
         return self.slot is SlotState.RUNNING
+
+
+class ChildSession(Session):
+    """A subagent's session, announced on its parent with ``subagent_update``."""
+
+    __slots__ = ("parent",)
+
+    def __init__(self, session_id: str, parent: Session) -> None:
+        super().__init__(session_id, parent.cwd)
+        self.parent = parent
+
+    def begin_turn(self, job: RunningTurn) -> CancelToken:
+        raise InvalidRequest(
+            f"session {self.id!r} is a subagent of {self.parent.id!r}: its work is the agent's, "
+            "it takes no session/prompt"
+        )
+
+    def begin_child_turn(self, job: RunningTurn) -> CancelToken:
+        """Reserve the slot and token for the agent's own work on this child (R07, R10)."""
+        return super().begin_turn(job)
+
+
+def _descendants(session: Session) -> list[ChildSession]:
+    """Every child session below ``session``, iteratively: how deep subagents nest is up to the agent."""
+    found: list[ChildSession] = []
+    stack = list(session.children.values())
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        if child._children:
+            stack.extend(child._children.values())
+    return found
 
 
 class SessionTable:
@@ -175,8 +234,34 @@ class SessionTable:
     def find(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
+    def open_child(self, parent: Session, child_id: str) -> ChildSession:
+        """``parent``'s child session ``child_id``, added if new (counted like any session).
+
+        An id that names another session, or another parent's child, is refused.
+        """
+        session = self._sessions.get(child_id)
+        if session is None:
+            child = ChildSession(child_id, parent)
+            self.add(child)
+            parent.children[child_id] = child
+            return child
+        if not isinstance(session, ChildSession) or session.parent is not parent:
+            raise InvalidParams(f"session {child_id!r} exists and is not a subagent of {parent.id!r}")
+        return session
+
     def remove(self, session_id: str) -> Session | None:
-        return self._sessions.pop(session_id, None)
+        """Remove a session, the child sessions below it, and its place in its parent."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return None
+        if isinstance(session, ChildSession):
+            siblings = session.parent._children
+            if siblings is not None:
+                siblings.pop(session_id, None)
+        if session._children:
+            for child in list(session._children):
+                self.remove(child)
+        return session
 
     def idle_longer_than(self, seconds: float, now: float | None = None) -> list[Session]:
         """Sessions idle past ``seconds``; never one with a prompt running (R16)."""
