@@ -278,10 +278,10 @@ class DemoAgent(Agent):
             await self._plan(session_id)
         elif words == ["system"]:
             system_prompt = self.system_prompts.get(session_id)
-            await self.client.agent_message_chunk(
-                session_id,
-                "no system prompt" if system_prompt is None else f"system prompt: {_system_prompt_summary(system_prompt)}",
-            )
+            summary = "no system prompt" if system_prompt is None else "system prompt: "
+            if system_prompt is not None:
+                summary += _system_prompt_summary(system_prompt)
+            await self.client.agent_message_chunk(session_id, summary)
         else:
             await self._answer(session_id)
         return {"stopReason": "end_turn"}
