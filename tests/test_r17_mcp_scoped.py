@@ -455,3 +455,14 @@ def test_r17_mcp_error_is_an_acp_error_with_the_inner_code() -> None:
     err = McpError(-32601, "no such tool", {"tool": "x"})
     assert isinstance(err, OtherError) and err.to_error_obj() == {
         "code": -32601, "message": "no such tool", "data": {"tool": "x"}}
+
+
+def test_r17_validator_passes_request_scoped_mcp_messages_and_still_checks_the_connect_form() -> None:
+    from acp_fast.agent import validate
+
+    checker = validate.OutgoingValidator()
+    scoped = {"jsonrpc": "2.0", "id": 1, "method": "mcp/message", "params": _scoped("srv-1", "r", "tools/list")}
+    note = {"jsonrpc": "2.0", "method": "mcp/message", "params": _scoped("srv-1", "r", "notifications/progress")}
+    assert checker.check(scoped) == [] and checker.check(note) == []
+    old = {"jsonrpc": "2.0", "id": 2, "method": "mcp/message", "params": {"method": "tools/list"}}
+    assert any("connectionId" in v for v in checker.check(old))  # the connect form is still checked
