@@ -27,7 +27,7 @@ from acp_fast.agent.mcp_bridge import (
     McpScope,
     McpServerUnavailable,
 )
-from acp_fast.wire.errors import AcpError, InvalidParams, OtherError
+from acp_fast.wire.errors import AcpError, ConnectionClosed, InvalidParams, OtherError
 from acp_fast.wire.limits import Limits
 from tests.helpers import AgentProcess, Harness, close_and_check, prompt_params
 from tests.test_r17_mcp import ToolsProvider
@@ -466,3 +466,35 @@ def test_r17_validator_passes_request_scoped_mcp_messages_and_still_checks_the_c
     assert checker.check(scoped) == [] and checker.check(note) == []
     old = {"jsonrpc": "2.0", "id": 2, "method": "mcp/message", "params": {"method": "tools/list"}}
     assert any("connectionId" in v for v in checker.check(old))  # the connect form is still checked
+
+
+def test_r17_r13_scoped_client_request_open_at_eof_fails_with_connection_closed(run: Any) -> None:
+    async def body() -> None:
+        h, agent, _ = await _harness()
+        call = asyncio.ensure_future(agent.client.mcp_request("srv-1", "tools/list"))
+        await h.wait_for(lambda: _mcp_out(h))
+        await close_and_check(h)  # EOF: the request is never answered
+        with pytest.raises(ConnectionClosed):
+            await call
+        assert h.server.mcp.open_counts["awaiting"] == 0
+
+    run(body())
+
+
+def test_r17_concurrent_connect_form_calls_share_one_mcp_connect(run: Any) -> None:
+    async def body() -> None:
+        h, agent, _ = await _harness()
+        first = asyncio.ensure_future(agent.client.mcp_request("srv-1", "a", form="connect"))
+        await h.wait_for(lambda: _mcp_out(h))
+        second = asyncio.ensure_future(agent.client.mcp_request("srv-1", "b"))  # uses the opening one
+        await _answer_next(h, 0, {"result": {"connectionId": "c1"}})
+        for seen in (1, 2):  # each answered with its own method name; their order is the tasks'
+            req = await h.wait_for(lambda n=seen: [m for m in _mcp_out(h) if "id" in m][n:])
+            h.send({"jsonrpc": "2.0", "id": req[0]["id"], "result": req[0]["params"]["method"].upper()})
+        assert (await first, await second) == ("A", "B")
+        assert sorted((m["method"], m["params"].get("connectionId")) for m in _mcp_out(h)) == [
+            ("mcp/connect", None), ("mcp/message", "c1"), ("mcp/message", "c1")]
+        assert_schema_valid(h)
+        await close_and_check(h)
+
+    run(body())

@@ -590,12 +590,13 @@ class Client:
 
         Returns the inner result; an inner MCP error raises McpError (request-scoped
         form) or the AcpError the client answered (connect form). The form is the
-        connect form when this agent holds an open ``connect_mcp`` connection to
-        the server, else the one the client has spoken here, else the
-        request-scoped form (ACP schema 1.24); ``form="request"|"connect"``
-        overrides it. In the request-scoped form ``on_notification(method,
-        params)`` gets the notifications the server sends for this request, on
-        the dispatch loop (keep it short); ``request_id`` defaults to a fresh one.
+        connect form when this agent holds a connect-form connection to the
+        server (open or opening; a ``form="connect"`` call opens one), else the
+        one the client has spoken here, else the request-scoped form (ACP schema
+        1.24); ``form="request"|"connect"`` overrides it. In the request-scoped
+        form ``on_notification(method, params)`` gets the notifications the
+        server sends for this request, on the dispatch loop (keep it short);
+        ``request_id`` defaults to a fresh one.
         """
         return await self._mcp_bridge().request(server_id, method, params, **options)
 

@@ -25,8 +25,8 @@ outer one, no ``id`` makes it a notification; ``mcp/disconnect
 Which form: an incoming ``mcp/message`` with ``connectionId`` is the connect
 form, one with ``serverId`` and ``requestId`` the request-scoped form (both,
 or neither: -32602). For its own calls (``Client.mcp_request``) the agent
-uses the connect form when it holds an open connect-form connection to that
-server, else the form this peer has itself spoken on this connection (an
+uses the connect form when it holds a connect-form connection to that
+server (open or still connecting), else the form this peer has itself spoken on this connection (an
 ``mcp/connect`` or ``connectionId`` says connect, a ``serverId`` message says
 request-scoped), else the request-scoped form, which is the one schema 1.24
 clients serve; ``form=`` overrides it per call.
@@ -578,8 +578,9 @@ class McpBridge:
         return self.peer_form or "request"
 
     def _client_to(self, server_id: str) -> McpClientConnection | None:
-        for client in self._clients.values():
-            if client.server_id == server_id and client.state is ConnState.OPEN:
+        """A connect-form connection to ``server_id`` that is open or still connecting (one is enough)."""
+        for client in (*self._clients.values(), *self._connecting):
+            if client.server_id == server_id and client.state is not ConnState.CLOSED:
                 return client
         return None
 
@@ -588,8 +589,8 @@ class McpBridge:
     ) -> Any:
         """One inner MCP request to a server the client declared, in the form ``form_for`` picks."""
         if self.form_for(server_id, options.get("form")) == "connect":
-            client = self._client_to(server_id) or await self.connect_client(server_id)
-            return await client.request(method, params)
+            client = self._client_to(server_id) or self.open_client(server_id)
+            return await client.request(method, params)  # waits for the connect answer (R17)
         self._check_declared(server_id)
         rid = options.get("request_id")
         if rid is None:
@@ -606,7 +607,7 @@ class McpBridge:
         try:
             carrier = await pending  # a cancelled awaiter makes the connection send $/cancel_request
         finally:
-            del self._awaiting[key]
+            self._awaiting.pop(key, None)  # shutdown may have cleared it already
         return _inner_outcome(carrier)
 
     def _check_declared(self, server_id: str) -> None:
