@@ -26,22 +26,25 @@ Which form: an incoming ``mcp/message`` with ``connectionId`` is the connect
 form, one with ``serverId`` and ``requestId`` the request-scoped form (both,
 or neither: -32602). For its own calls (``Client.mcp_request``) the agent
 uses the connect form when it holds a connect-form connection to that
-server (open or still connecting), else the form this peer has itself spoken on this connection (an
-``mcp/connect`` or ``connectionId`` says connect, a ``serverId`` message says
-request-scoped), else the request-scoped form, which is the one schema 1.24
-clients serve; ``form=`` overrides it per call.
+server (open or still connecting), else the form this peer has itself
+spoken on this connection (an ``mcp/connect`` or ``connectionId`` says
+connect, a ``serverId`` message says request-scoped), else the
+request-scoped form, which is the one schema 1.24 clients serve; ``form=``
+overrides it per call.
 
 Provider role: an agent (or proxy) that hosts MCP servers sets
 ``Agent.mcp_provider`` to an :class:`McpProvider`. Incoming ``mcp/*``
 requests run in the background pool (R02, they count against R08) and are
-routed here. Connection ids are minted by the bridge; the provider only
-sees its own opaque handle. A message for an unknown or closed connection is
+routed here: a request-scoped one to ``McpProvider.request``, the connect
+form to ``connect``/``message``/``disconnect``. Connection ids are minted by
+the bridge; the provider only sees its own opaque handle. A message for an unknown or closed connection is
 refused with -32602 when it is a request and dropped with a log record when
 it is a notification (the Rust SDK's behaviour).
 
 Client role: for servers the client declared as ``{"type": "acp",
-"serverId"}`` in ``session/new`` (or load/resume/fork), the agent opens an
-:class:`McpClientConnection`. It sends ``mcp/connect`` at once and holds
+"serverId"}`` in ``session/new`` (or load/resume/fork), ``McpBridge.request``
+sends one request-scoped ``mcp/message`` per call; in the connect form the
+agent opens an :class:`McpClientConnection`. It sends ``mcp/connect`` at once and holds
 every message for that connection until the connect response has arrived,
 so no message can ever precede it; messages queued meanwhile leave in call
 order. Messages the hosted server sends back (sampling, ping,
@@ -85,6 +88,7 @@ Form = Literal["request", "connect"]
 
 #: Listener for the request-scoped notifications of one outgoing request: (method, params).
 NotificationListener = Callable[[str, "dict[str, Any] | None"], None]
+
 
 class McpRequestOptions(TypedDict, total=False):
     """Per-call options of ``Client.mcp_request``."""
@@ -133,7 +137,9 @@ class McpProvider:
     ``bytes`` of already-encoded JSON) or raises an AcpError whose code and
     message become the outer error; for a notification its return value is
     ignored. ``disconnect`` frees the handle; it is also called for every
-    connection still open when the ACP connection ends.
+    connection still open when the ACP connection ends. ``request`` serves
+    the request-scoped form; there an AcpError is the inner error, carried in
+    a successful answer, except the McpBindingError kinds and cancellation.
     """
 
     async def connect(self, server_id: str) -> Handle:
@@ -228,17 +234,20 @@ class ConnState(enum.Enum):
 
 
 def _outer(connection_id: str, method: str, params: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"connectionId": connection_id, "method": method}
-    if params is not None:
-        obj["params"] = params
-    return obj
+    """Connect-form ``mcp/message`` params."""
+    return _with_inner({"connectionId": connection_id}, method, params)
 
 
 def _envelope(server_id: str, request_id: str, method: str, params: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"serverId": server_id, "requestId": request_id, "method": method}
+    """Request-scoped ``mcp/message`` params."""
+    return _with_inner({"serverId": server_id, "requestId": request_id}, method, params)
+
+
+def _with_inner(route: dict[str, Any], method: str, params: Any) -> dict[str, Any]:
+    route["method"] = method
     if params is not None:
-        obj["params"] = params
-    return obj
+        route["params"] = params
+    return route
 
 
 def _with_request_meta(params: dict[str, Any] | None) -> dict[str, Any]:
