@@ -117,9 +117,10 @@ def test_r17_scoped_provider_answers_with_the_inner_outcome_carrier_and_scoped_n
         rid = h.request("mcp/message", _scoped("tools", "q2", "tools/list"))
         await h.response(rid)  # raw bytes from the provider are written inside the carrier, verbatim
         assert b'"result":{"result":{"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}}' in h.raw
-        inner = await h.call("mcp/message", _scoped("tools", "q3", "fail"))
+        inner = await h.call("mcp/message", {**_scoped("tools", "q3", "fail"), "_meta": {"trace": "t-1"}})
         assert inner["result"] == {"error": {"code": -32042, "message": "inner failure", "data": {"why": "test"}}}
         assert [s.request_id for s in agent.mcp_provider.scopes] == ["q1", "q2", "q3"]
+        assert [s.meta for s in agent.mcp_provider.scopes] == [None, None, {"trace": "t-1"}]  # the outer _meta
         assert all(s.done for s in agent.mcp_provider.scopes)
         assert h.server.mcp.open_counts["serving"] == 0
         assert_schema_valid(h)
