@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from schema_oracle import assert_schema_valid, record_sent
+from schema_oracle import NPM_SCHEMA_UNSTABLE, assert_schema_valid, needs_npm_schema, record_sent
 
 from acp_fast.agent.base import Agent
 from acp_fast.agent.mcp_bridge import (
@@ -303,6 +303,21 @@ def test_r17_scoped_client_sends_one_mcp_message_and_routes_its_notifications(ru
     run(body())
 
 
+@needs_npm_schema
+def test_r17_scoped_client_messages_match_the_schema_1_24_file(run: Any) -> None:
+    async def body() -> None:
+        h, agent, sid = await _harness()
+        rid = h.request("session/prompt", prompt_params(sid, "srv-1 tools/call"))
+        await _answer_next(h, 0, {"result": {"result": {"content": []}}})
+        await h.response(rid)
+        assert agent.log == [("result", {"content": []})]
+        # The bundled schema's own MessageMcpRequest (serverId, requestId), not the oracle's model.
+        assert assert_schema_valid(h, NPM_SCHEMA_UNSTABLE) >= 4
+        await close_and_check(h)
+
+    run(body())
+
+
 def test_r17_scoped_client_inner_error_binding_error_and_bad_carrier(run: Any) -> None:
     async def body() -> None:
         h, agent, sid = await _harness()
@@ -458,15 +473,36 @@ def test_r17_mcp_error_is_an_acp_error_with_the_inner_code() -> None:
         "code": -32601, "message": "no such tool", "data": {"tool": "x"}}
 
 
-def test_r17_validator_passes_request_scoped_mcp_messages_and_still_checks_the_connect_form() -> None:
+def _mcp_calls() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A good scoped request, a scoped one with a numeric requestId, a connect-form one missing its id, a connect."""
+    scoped = {"jsonrpc": "2.0", "id": 1, "method": "mcp/message", "params": _scoped("srv-1", "r", "tools/list")}
+    bad_scoped = {"jsonrpc": "2.0", "id": 2, "method": "mcp/message",
+                  "params": {"serverId": "srv-1", "requestId": 7, "method": "tools/list"}}
+    bad_old = {"jsonrpc": "2.0", "id": 3, "method": "mcp/message", "params": {"method": "tools/list"}}
+    connect = {"jsonrpc": "2.0", "id": 4, "method": "mcp/connect", "params": {"serverId": "srv-1"}}
+    return scoped, bad_scoped, bad_old, connect
+
+
+def test_r17_validator_under_sdk_models_checks_the_connect_form_and_passes_the_scoped_one() -> None:
     from acp_fast.agent import validate
 
-    checker = validate.OutgoingValidator()
-    scoped = {"jsonrpc": "2.0", "id": 1, "method": "mcp/message", "params": _scoped("srv-1", "r", "tools/list")}
+    checker = validate.OutgoingValidator()  # the installed SDK's models: the connect form only
+    scoped, bad_scoped, bad_old, connect = _mcp_calls()
     note = {"jsonrpc": "2.0", "method": "mcp/message", "params": _scoped("srv-1", "r", "notifications/progress")}
-    assert checker.check(scoped) == [] and checker.check(note) == []
-    old = {"jsonrpc": "2.0", "id": 2, "method": "mcp/message", "params": {"method": "tools/list"}}
-    assert any("connectionId" in v for v in checker.check(old))  # the connect form is still checked
+    assert checker.check(scoped) == [] and checker.check(note) == [] and checker.check(bad_scoped) == []
+    assert any("connectionId" in v for v in checker.check(bad_old))
+    assert checker.check(connect) == []
+
+
+@needs_npm_schema
+def test_r17_validator_under_the_schema_1_24_file_checks_the_scoped_form_and_passes_the_connect_one() -> None:
+    from acp_fast.agent import schema_source, validate
+
+    checker = validate.OutgoingValidator(schema_source.load_file(str(NPM_SCHEMA_UNSTABLE)))
+    scoped, bad_scoped, bad_old, connect = _mcp_calls()
+    assert checker.check(scoped) == []
+    assert any("requestId" in v for v in checker.check(bad_scoped))
+    assert checker.check(bad_old) == [] and checker.check(connect) == []  # retired there: not checked
 
 
 def test_r17_r13_scoped_client_request_open_at_eof_fails_with_connection_closed(run: Any) -> None:
