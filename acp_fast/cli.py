@@ -39,6 +39,7 @@ _HELP = {
     "max_spawned": "spawned tasks alive at once",
     "max_sessions": "sessions one connection may hold",
     "max_mcp_connections": "open MCP-over-ACP connections",
+    "max_mcp_requests": "request-scoped MCP-over-ACP requests in flight, per direction",
     "write_high_water": "stdout bytes buffered before producers wait (R26)",
     "write_low_water": "stdout bytes below which producers resume",
     "shutdown_grace_s": "seconds background work gets after EOF before it is aborted (R14)",

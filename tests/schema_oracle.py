@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 import orjson
 import pytest
 from acp import schema as S
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from acp_fast.agent.schema_source import ERROR_DEF, load_file
 from acp_fast.peer.connection import Connection
@@ -122,6 +122,49 @@ def _object_or_none(obj: Any) -> None:
         raise SchemaViolation(f"extension params must be an object, got {obj!r}")
 
 
+class _ScopedMcpMessage(BaseModel):
+    """``mcp/message`` of the request-scoped form (ACP schema 1.24: MessageMcpRequest and
+    MessageMcpNotification, same fields); the installed SDK's models predate it."""
+
+    model_config = ConfigDict(extra="forbid")
+    server_id: StrictStr = Field(alias="serverId")
+    request_id: StrictStr = Field(alias="requestId")
+    method: StrictStr
+    params: dict[str, Any] | None = None
+    field_meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+
+class _McpErrorObject(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    code: StrictInt
+    message: StrictStr
+    data: Any = None
+
+
+class _McpResultCarrier(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    result: Any
+    field_meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+
+class _McpErrorCarrier(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error: _McpErrorObject
+    field_meta: dict[str, Any] | None = Field(None, alias="_meta")
+
+
+#: The key ``request_methods_of`` files a request-scoped ``mcp/message`` under: its result is a carrier.
+SCOPED_MCP = "mcp/message (request-scoped)"
+
+
+def _is_scoped(params: Any) -> bool:
+    return isinstance(params, dict) and "serverId" in params
+
+
+def _by_form(connect: Validator, scoped: Validator) -> Validator:
+    return lambda params: (scoped if _is_scoped(params) else connect)(params)
+
+
 _ELICITATION = (
     S.CreateFormSessionElicitationRequest
     | S.CreateFormRequestElicitationRequest
@@ -141,7 +184,7 @@ AGENT_REQUESTS: dict[str, Validator] = {
     "terminal/release": _model(S.ReleaseTerminalRequest),
     "elicitation/create": _model(_ELICITATION),
     "mcp/connect": _model(S.ConnectMcpRequest),
-    "mcp/message": _model(S.MessageMcpRequest),
+    "mcp/message": _by_form(_model(S.MessageMcpRequest), _model(_ScopedMcpMessage)),
     "mcp/disconnect": _model(S.DisconnectMcpRequest),
 }
 
@@ -149,7 +192,7 @@ AGENT_REQUESTS: dict[str, Validator] = {
 AGENT_NOTIFICATIONS: dict[str, Validator] = {
     "session/update": _model(S.SessionNotification),
     "elicitation/complete": _model(S.CompleteElicitationNotification),
-    "mcp/message": _model(S.MessageMcpNotification),
+    "mcp/message": _by_form(_model(S.MessageMcpNotification), _model(_ScopedMcpMessage)),
     # In the schema (CancelRequestNotification) but not in the SDK's meta.py method table.
     "$/cancel_request": _model(S.CancelRequestNotification),
 }
@@ -174,6 +217,7 @@ RESPONSES: dict[str, Validator] = {
     "mcp/connect": _model(S.ConnectMcpResponse),
     "mcp/disconnect": _model(S.DisconnectMcpResponse),
     "mcp/message": _any_json,  # the inner MCP result, verbatim
+    SCOPED_MCP: _model(_McpResultCarrier | _McpErrorCarrier),  # exactly one inner outcome
 }
 
 _error = _model(S.Error)
@@ -278,7 +322,7 @@ def check_agent_message(
 def request_methods_of(sent: Iterable[Any]) -> dict[Any, str]:
     """id -> method for every request in what the client sent."""
     return {
-        m["id"]: m["method"]
+        m["id"]: SCOPED_MCP if m["method"] == "mcp/message" and _is_scoped(m.get("params")) else m["method"]
         for m in sent
         if isinstance(m, dict) and isinstance(m.get("method"), str) and m.get("id") is not None
     }

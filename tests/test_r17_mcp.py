@@ -335,7 +335,7 @@ def test_r17_client_role_connect_error_fails_the_queued_messages(run: Any) -> No
         await h.response(rid)
         assert agent.log == [("error", -32602)]
         assert [m["method"] for m in _mcp_out(h)] == ["mcp/connect"]
-        assert h.server.mcp.open_counts == {"hosted": 0, "client": 0}
+        assert h.server.mcp.open_counts == {"hosted": 0, "client": 0, "serving": 0, "awaiting": 0}
         assert_schema_valid(h)
         await close_and_check(h)
 

@@ -115,12 +115,13 @@ class Agent:
     #: methods this agent does not implement, instead of also adding the rest.
     decides_capabilities: ClassVar[bool] = False
 
-    #: Hosts MCP servers for incoming ``mcp/connect`` (R17 provider role); None: -32601.
+    #: Hosts MCP servers for incoming ``mcp/message {serverId, requestId}`` and
+    #: ``mcp/connect`` (R17 provider role, both forms); None: -32601.
     mcp_provider: McpProvider | None = None
 
-    #: Connects to MCP servers the client declares with ``{"type": "acp"}``
-    #: (R17 client role, ``self.client.connect_mcp``). Either this or a
-    #: provider makes ``initialize`` advertise ``mcpCapabilities.acp``.
+    #: Calls MCP servers the client declares with ``{"type": "acp"}`` (R17
+    #: client role, ``self.client.mcp_request`` or ``connect_mcp``). Either
+    #: this or a provider makes ``initialize`` advertise ``mcpCapabilities.acp``.
     mcp_over_acp: ClassVar[bool] = False
 
     client: Client

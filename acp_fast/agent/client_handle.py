@@ -16,7 +16,7 @@ raw ``session_update`` applies the same rule to the kind it is given.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from ..peer.pending import PendingRequest
 from ..wire.errors import MethodNotFound
@@ -28,7 +28,7 @@ from .subagents import SubagentRun, SubagentWork
 if TYPE_CHECKING:
     from ..peer.connection import Connection
     from .context import Context
-    from .mcp_bridge import McpBridge, McpClientConnection, McpInbound
+    from .mcp_bridge import McpBridge, McpClientConnection, McpInbound, McpRequestOptions
     from .sessions import SessionTable
 
 
@@ -574,16 +574,36 @@ class Client:
 
     # -- MCP over ACP, client role (R17) ------------------------------------------------
     def open_mcp(self, server_id: str, inbound: McpInbound | None = None) -> McpClientConnection:
-        """Send ``mcp/connect`` now; messages wait on the returned connection until it is answered."""
-        if self.mcp is None:
-            raise MethodNotFound("MCP over ACP is not available on this connection")
-        return self.mcp.open_client(server_id, inbound)
+        """Send ``mcp/connect`` now (connect form); messages wait on the returned connection until it is answered."""
+        return self._mcp_bridge().open_client(server_id, inbound)
 
     async def connect_mcp(self, server_id: str, inbound: McpInbound | None = None) -> McpClientConnection:
         """Connect to a server the client declared with ``{"type": "acp", "serverId"}``."""
         connection = self.open_mcp(server_id, inbound)
         await connection.wait_connected()
         return connection
+
+    async def mcp_request(
+        self, server_id: str, method: str, params: dict[str, Any] | None = None, **options: Unpack[McpRequestOptions]
+    ) -> Any:
+        """One MCP request to a server the client declared with ``{"type": "acp", "serverId"}``.
+
+        Returns the inner result; an inner MCP error raises McpError (request-scoped
+        form) or the AcpError the client answered (connect form). The form is the
+        connect form when this agent holds a connect-form connection to the
+        server (open or opening; a ``form="connect"`` call opens one), else the
+        one the client has spoken here, else the request-scoped form (ACP schema
+        1.24); ``form="request"|"connect"`` overrides it. In the request-scoped
+        form ``on_notification(method, params)`` gets the notifications the
+        server sends for this request, on the dispatch loop (keep it short);
+        ``request_id`` defaults to a fresh one.
+        """
+        return await self._mcp_bridge().request(server_id, method, params, **options)
+
+    def _mcp_bridge(self) -> McpBridge:
+        if self.mcp is None:
+            raise MethodNotFound("MCP over ACP is not available on this connection")
+        return self.mcp
 
     async def ext_method(self, method: str, params: dict[str, Any] | None = None) -> Any:
         if not method.startswith("_"):

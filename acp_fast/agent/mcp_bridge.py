@@ -1,30 +1,63 @@
 """MCP over ACP in both roles: provider bridge and client connections (R17).
 
-Wire (schema-native, as in the official SDKs): ``mcp/connect {serverId}``
-answers ``{connectionId}``; ``mcp/message {connectionId, method, params?}``
-carries one inner MCP message, flattened: an outer ``id`` makes it an inner
-request whose result (or error) *is* the outer one, no ``id`` makes it a
-notification; ``mcp/disconnect {connectionId}`` answers ``{}``.
+Two wire forms, both served on every connection; which one a message uses is
+read from the message itself, never from a setting.
+
+Request-scoped (ACP schema 1.24 on): ``mcp/message {serverId, requestId,
+method, params?}`` is one inner MCP request. ``requestId`` is the caller's id
+for the inner request (a string, unique among its active requests to that
+server), not the outer JSON-RPC id. The outer result is a carrier holding
+exactly one inner outcome, ``{"result": ...}`` or ``{"error": {code,
+message, data?}}``; outer errors are for the binding itself (-32602
+malformed or duplicate, -32800 cancelled, -33000 over the limit, -33001 no
+such server, -33002 the server failed without an outcome). While the request
+is active the provider may send ``mcp/message`` notifications with the same
+``serverId`` and ``requestId`` (progress and the like). There is no connect
+or disconnect.
+
+Connect form (before 1.24, kept for peers that speak it):
+``mcp/connect {serverId}`` answers ``{connectionId}``; ``mcp/message
+{connectionId, method, params?}`` carries one inner MCP message, flattened:
+an outer ``id`` makes it an inner request whose result (or error) *is* the
+outer one, no ``id`` makes it a notification; ``mcp/disconnect
+{connectionId}`` answers ``{}``.
+
+Which form: an incoming ``mcp/message`` with ``connectionId`` is the connect
+form, one with ``serverId`` and ``requestId`` the request-scoped form (both,
+or neither: -32602). For its own calls (``Client.mcp_request``) the agent
+uses the connect form when it holds a connect-form connection to that
+server (open or still connecting), else the form this peer has itself
+spoken on this connection (an ``mcp/connect`` or ``connectionId`` says
+connect, a ``serverId`` message says request-scoped), else the
+request-scoped form, which is the one schema 1.24 clients serve; ``form=``
+overrides it per call.
 
 Provider role: an agent (or proxy) that hosts MCP servers sets
 ``Agent.mcp_provider`` to an :class:`McpProvider`. Incoming ``mcp/*``
 requests run in the background pool (R02, they count against R08) and are
-routed here. Connection ids are minted by the bridge; the provider only
-sees its own opaque handle. A message for an unknown or closed connection is
+routed here: a request-scoped one to ``McpProvider.request``, the connect
+form to ``connect``/``message``/``disconnect``. Connection ids are minted by
+the bridge; the provider only sees its own opaque handle. A message for an unknown or closed connection is
 refused with -32602 when it is a request and dropped with a log record when
 it is a notification (the Rust SDK's behaviour).
 
 Client role: for servers the client declared as ``{"type": "acp",
-"serverId"}`` in ``session/new`` (or load/resume/fork), the agent opens an
-:class:`McpClientConnection`. It sends ``mcp/connect`` at once and holds
+"serverId"}`` in ``session/new`` (or load/resume/fork), ``McpBridge.request``
+sends one request-scoped ``mcp/message`` per call; in the connect form the
+agent opens an :class:`McpClientConnection`. It sends ``mcp/connect`` at once and holds
 every message for that connection until the connect response has arrived,
 so no message can ever precede it; messages queued meanwhile leave in call
 order. Messages the hosted server sends back (sampling, ping,
 ``notifications/...``) arrive as incoming ``mcp/message`` and go to the
 connection's :class:`McpInbound`.
 
-Both tables are bounded by ``Limits.max_mcp_connections`` each, so a peer
-flooding ``mcp/connect`` cannot starve the agent's own client connections.
+Both connection tables are bounded by ``Limits.max_mcp_connections`` each,
+so a peer flooding ``mcp/connect`` cannot starve the agent's own client
+connections; the request-scoped tables (incoming requests being served,
+outgoing requests awaiting their outcome) by ``Limits.max_mcp_requests``
+each. Incoming request-scoped notifications are routed on the dispatch loop
+itself, in arrival order and with no task each, to the listener of the
+outgoing request they name; unknown ones are dropped with a log record.
 Results a provider returns as ``bytes`` (already-encoded JSON, e.g. relayed
 from an MCP server's stdout) are passed through with ``jsonrpc.raw`` and
 never decoded.
@@ -37,11 +70,11 @@ import enum
 import itertools
 import logging
 import os
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from ..wire import jsonrpc
-from ..wire.errors import AcpError, InvalidParams, MethodNotFound, ServerBusy
+from ..wire.errors import AcpError, InvalidParams, MethodNotFound, OtherError, RequestCancelled, ServerBusy
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
@@ -49,6 +82,50 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handle = Any
+
+#: The two wire forms; ``None`` lets the bridge pick by the rule above.
+Form = Literal["request", "connect"]
+
+#: Listener for the request-scoped notifications of one outgoing request: (method, params).
+NotificationListener = Callable[[str, "dict[str, Any] | None"], None]
+
+
+class McpRequestOptions(TypedDict, total=False):
+    """Per-call options of ``Client.mcp_request``."""
+
+    form: Form  # which wire form; unset: the rule in the module doc
+    request_id: str  # the inner request's id (request-scoped form); unset: a fresh one
+    on_notification: NotificationListener  # gets the request's scoped notifications
+
+
+#: The MCP revision of the request-scoped form, and the inner ``_meta`` keys a
+#: provider of that revision reads from every request (added when missing).
+MCP_PROTOCOL_VERSION = "2026-07-28"
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+
+
+class McpBindingError(AcpError):
+    """An outer error of the request-scoped form: the binding failed, there is no inner outcome."""
+
+
+class McpLimitExceeded(McpBindingError):
+    code = -33000
+    default_message = "MCP-over-ACP request limit exceeded"
+
+
+class McpServerUnavailable(McpBindingError):
+    code = -33001
+    default_message = "MCP server unavailable"
+
+
+class McpBackendFailed(McpBindingError):
+    code = -33002
+    default_message = "MCP server failed without an outcome"
+
+
+class McpError(OtherError):
+    """An inner MCP error (request-scoped form): raised by ``Client.mcp_request``; a provider may raise it too."""
 
 
 class McpProvider:
@@ -60,7 +137,9 @@ class McpProvider:
     ``bytes`` of already-encoded JSON) or raises an AcpError whose code and
     message become the outer error; for a notification its return value is
     ignored. ``disconnect`` frees the handle; it is also called for every
-    connection still open when the ACP connection ends.
+    connection still open when the ACP connection ends. ``request`` serves
+    the request-scoped form; there an AcpError is the inner error, carried in
+    a successful answer, except the McpBindingError kinds and cancellation.
     """
 
     async def connect(self, server_id: str) -> Handle:
@@ -73,6 +152,45 @@ class McpProvider:
 
     async def disconnect(self, handle: Handle) -> None:
         """Nothing to free by default."""
+
+    async def request(self, server_id: str, method: str, params: dict[str, Any] | None, scope: McpScope) -> Any:
+        """One request-scoped inner MCP request: return its result, raise an AcpError for its inner error.
+
+        Raise McpServerUnavailable for an unknown server. By default one
+        connect-form round trip per request (``connect``, ``message``,
+        ``disconnect``; an InvalidParams from ``connect`` means no such
+        server), so a provider written for the connect form serves both
+        forms; override it to keep state across requests or to send
+        notifications with ``scope.notify``.
+        """
+        try:
+            handle = await self.connect(server_id)
+        except InvalidParams as exc:
+            raise McpServerUnavailable(exc.message, {"serverId": server_id}) from None
+        try:
+            return await self.message(handle, method, params, is_request=True)
+        finally:
+            await self.disconnect(handle)
+
+
+class McpScope:
+    """One active incoming request-scoped MCP request, as its provider sees it."""
+
+    __slots__ = ("_conn", "done", "meta", "request_id", "server_id")
+
+    def __init__(self, conn: Connection, server_id: str, request_id: str, meta: dict[str, Any] | None) -> None:
+        self._conn = conn
+        self.server_id = server_id
+        self.request_id = request_id
+        self.meta = meta  # the outer ``_meta`` of the envelope, not the inner one
+        self.done = False
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification scoped to this request; dropped once it has been answered."""
+        if self.done:
+            return
+        self._conn.send_notification("mcp/message", _envelope(self.server_id, self.request_id, method, params))
+        await self._conn.drain()
 
 
 class McpInbound:
@@ -87,6 +205,28 @@ class McpInbound:
         log.debug("MCP notification %s from the client-hosted server ignored", method)
 
 
+def _ignore(method: str, params: dict[str, Any] | None) -> None:
+    """The listener of a request whose caller wants no notifications."""
+
+
+def _form_of(kwargs: dict[str, Any]) -> Form:
+    """Which form a parsed incoming ``mcp/message`` is in; -32602 when it names both or neither."""
+    present = {wire for wire, py in _FORM_FIELDS.items() if kwargs.get(py) is not None}
+    if present == {"connectionId"}:
+        return "connect"
+    if present == {"serverId", "requestId"}:
+        return "request"
+    raise InvalidParams(
+        "Invalid params: mcp/message needs either connectionId (connect form) "
+        "or serverId and requestId (request-scoped form)",
+        {"fields": sorted(present)},
+    )
+
+
+#: The fields that tell the two forms apart: wire name -> keyword name.
+_FORM_FIELDS = {"connectionId": "connection_id", "serverId": "server_id", "requestId": "request_id"}
+
+
 class ConnState(enum.Enum):
     CONNECTING = "connecting"
     OPEN = "open"
@@ -94,10 +234,42 @@ class ConnState(enum.Enum):
 
 
 def _outer(connection_id: str, method: str, params: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"connectionId": connection_id, "method": method}
+    """Connect-form ``mcp/message`` params."""
+    return _with_inner({"connectionId": connection_id}, method, params)
+
+
+def _envelope(server_id: str, request_id: str, method: str, params: Any) -> dict[str, Any]:
+    """Request-scoped ``mcp/message`` params."""
+    return _with_inner({"serverId": server_id, "requestId": request_id}, method, params)
+
+
+def _with_inner(route: dict[str, Any], method: str, params: Any) -> dict[str, Any]:
+    route["method"] = method
     if params is not None:
-        obj["params"] = params
-    return obj
+        route["params"] = params
+    return route
+
+
+def _with_request_meta(params: dict[str, Any] | None) -> dict[str, Any]:
+    """Inner params with the version and capabilities a 2026-07-28 provider reads; the caller's own win."""
+    base = dict(params or {})
+    meta = base.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta.setdefault(META_PROTOCOL_VERSION, MCP_PROTOCOL_VERSION)
+    meta.setdefault(META_CLIENT_CAPABILITIES, {})
+    base["_meta"] = meta
+    return base
+
+
+def _inner_outcome(carrier: Any) -> Any:
+    """The inner result of a request-scoped answer; raises its inner error (``result`` wins if both)."""
+    if isinstance(carrier, dict):
+        if "result" in carrier:
+            return carrier["result"]
+        err = carrier.get("error")
+        if isinstance(err, dict) and type(err.get("code")) is int and isinstance(err.get("message"), str):
+            raise McpError(err["code"], err["message"], err.get("data"))
+    raise McpBackendFailed("mcp/message answered without a result or error carrier", {"response": carrier})
 
 
 def _pass_through(value: Any) -> Any:
@@ -189,15 +361,20 @@ class McpBridge:
         max_connections: int,
         declared_servers: Callable[[], Iterable[str]] | None = None,
         client_role: bool = False,
+        max_requests: int | None = None,
     ) -> None:
         self.conn = conn
         self.provider = provider
         self.max_connections = max_connections
+        self.max_requests = max_requests if max_requests is not None else conn.limits.max_mcp_requests
         self.client_role = client_role
         self._declared = declared_servers or (lambda: ())
         self._hosted: dict[str, _Hosted] = {}
         self._clients: dict[str, McpClientConnection] = {}
         self._connecting: set[McpClientConnection] = set()
+        self._serving: dict[tuple[str, str], McpScope] = {}  # incoming request-scoped, being served
+        self._awaiting: dict[tuple[str, str], NotificationListener] = {}  # outgoing, awaiting outcome
+        self.peer_form: Form | None = None  # the form this peer last spoke here, if any
         self._prefix = f"acpf-{os.urandom(4).hex()}-"
         self._ids = itertools.count(1)
 
@@ -208,7 +385,12 @@ class McpBridge:
 
     @property
     def open_counts(self) -> dict[str, int]:
-        return {"hosted": len(self._hosted), "client": len(self._clients) + len(self._connecting)}
+        return {
+            "hosted": len(self._hosted),
+            "client": len(self._clients) + len(self._connecting),
+            "serving": len(self._serving),
+            "awaiting": len(self._awaiting),
+        }
 
     # -- provider role: incoming mcp/connect, mcp/message, mcp/disconnect ---------
     def handles(self, method: str) -> bool:
@@ -217,12 +399,61 @@ class McpBridge:
             return self.enabled
         return self.provider is not None
 
+    def check(self, method: str, kwargs: dict[str, Any]) -> None:
+        """Refuse a malformed ``mcp/message`` (-32602) before it takes a background slot."""
+        if method == "mcp/message" and _form_of(kwargs) == "request":
+            params = kwargs.get("params")
+            if params is not None and type(params) is not dict:
+                raise InvalidParams(
+                    "Invalid params: mcp/message params must be an object or null", {"field": "params"}
+                )
+
     async def handle_request(self, method: str, kwargs: dict[str, Any]) -> Any:
         if method == "mcp/connect":
+            self.peer_form = "connect"
             return await self._connect(kwargs["server_id"])
         if method == "mcp/disconnect":
             return await self._disconnect(kwargs["connection_id"])
-        return await self._message(kwargs["connection_id"], kwargs["method"], kwargs.get("params"))
+        if _form_of(kwargs) == "connect":
+            self.peer_form = "connect"
+            return await self._message(kwargs["connection_id"], kwargs["method"], kwargs.get("params"))
+        self.peer_form = "request"
+        return await self._serve(
+            kwargs["server_id"], kwargs["request_id"], kwargs["method"], kwargs.get("params"), kwargs.get("field_meta")
+        )
+
+    async def _serve(
+        self, server_id: str, request_id: str, method: str, params: dict[str, Any] | None, meta: Any
+    ) -> dict[str, Any]:
+        """One incoming request-scoped request: the carrier of its inner outcome, or a binding error."""
+        if self.provider is None:
+            raise McpServerUnavailable(f"this agent hosts no MCP server {server_id!r}", {"serverId": server_id})
+        key = (server_id, request_id)
+        if key in self._serving:
+            raise InvalidParams(
+                f"MCP request {request_id!r} is already active for server {server_id!r}",
+                {"serverId": server_id, "requestId": request_id},
+            )
+        if len(self._serving) >= self.max_requests:
+            raise McpLimitExceeded(
+                f"{len(self._serving)} MCP-over-ACP requests are being served (limit {self.max_requests})",
+                {"serverId": server_id, "limit": self.max_requests},
+            )
+        scope = McpScope(self.conn, server_id, request_id, meta if isinstance(meta, dict) else None)
+        self._serving[key] = scope
+        try:
+            value = await self.provider.request(server_id, method, params, scope)
+        except (McpBindingError, RequestCancelled):
+            raise
+        except AcpError as exc:  # the inner MCP error travels in the carrier
+            return {"error": exc.to_error_obj()}
+        except Exception as exc:
+            log.exception("MCP provider failed on %s for %r", method, server_id)
+            raise McpBackendFailed(data={"serverId": server_id, "details": str(exc)}) from None
+        finally:
+            scope.done = True
+            del self._serving[key]
+        return {"result": _pass_through(value)}
 
     async def _connect(self, server_id: str) -> dict[str, Any]:
         assert self.provider is not None
@@ -274,8 +505,31 @@ class McpBridge:
         await self.provider.disconnect(hosted.handle)
         return {}
 
+    def route_notification(self, params: Any) -> Coroutine[Any, Any, None] | None:
+        """An incoming ``mcp/message`` notification: a request-scoped one is routed here and now,
+        on the dispatch loop (in order, no task); a connect-form one is returned as work to spawn."""
+        if not isinstance(params, dict) or params.get("connectionId") is not None or "serverId" not in params:
+            return self.handle_notification(params)
+        self.peer_form = "request"
+        server_id, request_id, method = params.get("serverId"), params.get("requestId"), params.get("method")
+        inner = params.get("params")
+        if not (type(server_id) is str and type(request_id) is str and type(method) is str) or (
+            inner is not None and type(inner) is not dict
+        ):
+            log.warning("dropped malformed request-scoped mcp/message notification")
+            return None
+        listener = self._awaiting.get((server_id, request_id))
+        if listener is None:
+            log.debug("mcp/message %s for no active request %r of %r ignored", method, request_id, server_id)
+            return None
+        try:
+            listener(method, inner)
+        except Exception:
+            log.exception("MCP notification listener for %r failed on %s", request_id, method)
+        return None
+
     async def handle_notification(self, params: Any) -> None:
-        """An incoming ``mcp/message`` without id: never answered (R06)."""
+        """An incoming connect-form ``mcp/message`` without id: never answered (R06)."""
         if not isinstance(params, dict) or not isinstance(params.get("connectionId"), str):
             log.warning("dropped malformed mcp/message notification")
             return
@@ -301,13 +555,7 @@ class McpBridge:
     # -- client role ------------------------------------------------------------------
     def open_client(self, server_id: str, inbound: McpInbound | None = None) -> McpClientConnection:
         """Send ``mcp/connect`` now; the returned connection holds messages until it is answered."""
-        if not self.client_role:
-            raise MethodNotFound("this agent does not use MCP over ACP (set Agent.mcp_over_acp = True)")
-        if server_id not in set(self._declared()):
-            raise InvalidParams(
-                f"no session declared an ACP-transport MCP server with serverId {server_id!r}",
-                {"serverId": server_id},
-            )
+        self._check_declared(server_id)
         if len(self._clients) + len(self._connecting) >= self.max_connections:
             raise ServerBusy(
                 f"{len(self._clients) + len(self._connecting)} MCP-over-ACP client connections are open "
@@ -330,6 +578,56 @@ class McpBridge:
         await client.wait_connected()
         return client
 
+    def form_for(self, server_id: str, form: Form | None = None) -> Form:
+        """The form a call to ``server_id`` uses: ``form`` if given, else the rule in the module doc."""
+        if form is not None:
+            return form
+        if self._client_to(server_id) is not None:
+            return "connect"
+        return self.peer_form or "request"
+
+    def _client_to(self, server_id: str) -> McpClientConnection | None:
+        """A connect-form connection to ``server_id`` that is open or still connecting (one is enough)."""
+        for client in (*self._clients.values(), *self._connecting):
+            if client.server_id == server_id and client.state is not ConnState.CLOSED:
+                return client
+        return None
+
+    async def request(
+        self, server_id: str, method: str, params: dict[str, Any] | None = None, **options: Unpack[McpRequestOptions]
+    ) -> Any:
+        """One inner MCP request to a server the client declared, in the form ``form_for`` picks."""
+        if self.form_for(server_id, options.get("form")) == "connect":
+            client = self._client_to(server_id) or self.open_client(server_id)
+            return await client.request(method, params)  # waits for the connect answer (R17)
+        self._check_declared(server_id)
+        rid = options.get("request_id")
+        if rid is None:
+            rid = f"{self._prefix}r{next(self._ids)}"
+        key = (server_id, rid)
+        if key in self._awaiting:
+            raise InvalidParams(f"MCP request {rid!r} is already active for server {server_id!r}")
+        if len(self._awaiting) >= self.max_requests:
+            raise McpLimitExceeded(
+                f"{len(self._awaiting)} MCP-over-ACP requests await their outcome (limit {self.max_requests})"
+            )
+        pending = self.conn.send_request("mcp/message", _envelope(server_id, rid, method, _with_request_meta(params)))
+        self._awaiting[key] = options.get("on_notification") or _ignore
+        try:
+            carrier = await pending  # a cancelled awaiter makes the connection send $/cancel_request
+        finally:
+            self._awaiting.pop(key, None)  # shutdown may have cleared it already
+        return _inner_outcome(carrier)
+
+    def _check_declared(self, server_id: str) -> None:
+        if not self.client_role:
+            raise MethodNotFound("this agent does not use MCP over ACP (set Agent.mcp_over_acp = True)")
+        if server_id not in set(self._declared()):
+            raise InvalidParams(
+                f"no session declared an ACP-transport MCP server with serverId {server_id!r}",
+                {"serverId": server_id},
+            )
+
     def _client_open(self, client: McpClientConnection) -> None:
         self._connecting.discard(client)
         assert client.connection_id is not None
@@ -346,6 +644,9 @@ class McpBridge:
         for client in list(self._clients.values()) + list(self._connecting):
             client.state = ConnState.CLOSED
             self._client_gone(client)
+        for scope in self._serving.values():
+            scope.done = True  # their jobs are the pool's to cancel; no notification leaves now
+        self._awaiting.clear()
         hosted, self._hosted = list(self._hosted.values()), {}
         for h in hosted:
             was_open = h.state is ConnState.OPEN

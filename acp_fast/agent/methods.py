@@ -335,7 +335,13 @@ _SPECS: Final = (
         "mcp/message",
         _B,
         "mcp_message",
-        (_f("connectionId", _is_str), _f("method", _is_str), _f("params", lambda v: True, False)),
+        (  # R17: connectionId (connect form) or serverId + requestId (request-scoped); the bridge checks which
+            _f("connectionId", _is_str, False),
+            _f("serverId", _is_str, False),
+            _f("requestId", _is_str, False),
+            _f("method", _is_str),
+            _f("params", lambda v: True, False),
+        ),
     ),
     MethodSpec("mcp/disconnect", _B, "mcp_disconnect", (_f("connectionId", _is_str),)),
 )

@@ -286,8 +286,10 @@ class AgentServer:
     async def _on_notification(self, note: Notification) -> bool:
         method = note.method
         spec = AGENT_METHODS.get(method)
-        if method == "mcp/message" and self.mcp.enabled:  # R17: off the control lane
-            self.conn.spawn(self.mcp.handle_notification(note.params), name="acp.mcp/message:notification")
+        if method == "mcp/message" and self.mcp.enabled:  # R17: request-scoped ones routed inline, in order
+            work = self.mcp.route_notification(note.params)
+            if work is not None:  # connect form: off the control lane
+                self.conn.spawn(work, name="acp.mcp/message:notification")
             return True
         if spec is None or not spec.notification:
             if method.startswith("_"):
@@ -357,6 +359,7 @@ class AgentServer:
             return
         if not self.mcp.handles(spec.method):
             raise MethodNotFound(f"Method not found: {spec.method} (no MCP bridge is configured)")
+        self.mcp.check(spec.method, kwargs)  # R17: malformed -> -32602, before it takes a slot
         job = self.pool.admit(req)  # R17: mcp/* count against the background limit (R08)
         snapshot = self.context  # R02: the context as of admission
 

@@ -100,6 +100,8 @@ class OutgoingValidator:
             return [] if ok else [f"$.params: must be an object, got {params!r}"]
         table = self.schema.requests if is_request else self.schema.notifications
         model = table.get(method)
+        if method.startswith("mcp/") and not _describes_form(self.schema, model, params):
+            return []  # R17: the wire form this schema predates or retired is not checked
         if model is None:
             kind = "request" if is_request else "notification"
             return [f"$.method: {method!r} is no agent-to-client {kind} of ACP"]
@@ -125,6 +127,23 @@ class OutgoingValidator:
             for leaf in _leaves(error):
                 found.append(f"{prefix}{leaf.json_path[1:]}: {leaf.message} ({model})")
         return found
+
+
+def _describes_form(schema: Schema, model: str | None, params: Any) -> bool:
+    """Whether ``schema`` describes the MCP-over-ACP form (R17) an ``mcp/*`` message is in.
+
+    Schemas before 1.24 have the connect form only (``connectionId``), later
+    ones the request-scoped form only (``serverId`` with ``requestId``, no
+    ``mcp/connect``); acp_fast speaks both, so a message is checked against
+    the form the loaded schema has and passed when it has not that form.
+    """
+    if model is None:
+        return False
+    definition = schema.defs.get(model)
+    props = definition.get("properties") if isinstance(definition, dict) else None
+    if not isinstance(props, dict):
+        return True
+    return ("serverId" if isinstance(params, dict) and "serverId" in params else "connectionId") in props
 
 
 def _valid_id(rid: Any, allow_null: bool) -> bool:

@@ -50,6 +50,12 @@ MAX_SESSIONS = 10_000
 #: Open MCP-over-ACP connections per ACP connection (R17).
 MAX_MCP_CONNECTIONS = 256
 
+#: Request-scoped MCP-over-ACP requests in flight per ACP connection and
+#: direction (R17): served for the peer, and awaiting the peer's outcome. The
+#: next one fails at once (-33000) instead of piling up; 64 per server is the
+#: TypeScript SDK's default, this is the bound for all servers together.
+MAX_MCP_REQUESTS = 256
+
 #: Bytes buffered for stdout above which producers wait for the pipe (R26).
 #: Every answer queues behind what is buffered, so this bounds how long a
 #: cancel's answer can wait behind other sessions' updates. 64 KiB (the Linux
@@ -150,6 +156,7 @@ class Limits:
     max_spawned: int = MAX_SPAWNED
     max_sessions: int = MAX_SESSIONS
     max_mcp_connections: int = MAX_MCP_CONNECTIONS
+    max_mcp_requests: int = MAX_MCP_REQUESTS
     write_high_water: int = WRITE_HIGH_WATER
     write_low_water: int = WRITE_LOW_WATER
     shutdown_grace_s: float = SHUTDOWN_GRACE_S

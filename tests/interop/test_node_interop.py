@@ -1,8 +1,9 @@
 """Runs the TypeScript SDK interop tests (``node --test`` in tests/interop) as part of pytest.
 
 Each Node test starts ``ACP_FAST_PYTHON -m acp_fast demo`` (over stdio, or
-with ``--listen`` for the WebSocket and Streamable HTTP clients); it is set to
-this interpreter so both sides test the same installation. Without node or
+with ``--listen`` for the WebSocket and Streamable HTTP clients; the
+MCP-over-ACP one serves tests/test_r17_mcp_scoped.py's agent instead); it is
+set to this interpreter so both sides test the same installation. Without node or
 node_modules (``npm ci`` not run) a test is skipped locally, but fails under
 CI, where .ci/run installs them.
 """
@@ -33,8 +34,9 @@ def _in_ci() -> bool:
         ("ts_ws_client.test.mjs", ("@agentclientprotocol/sdk", "ws")),  # createWebSocketStream, `demo --listen`
         ("ts_http_client.test.mjs", ("@agentclientprotocol/sdk",)),  # createHttpStream, `demo --listen`
         ("ts_sdk_current.test.mjs", ("@agentclientprotocol/sdk",)),  # systemPrompt, notices, plan operations
+        ("ts_mcp_scoped.test.mjs", ("@agentclientprotocol/sdk",)),  # R17: the SDK's MCP binding, both roles
     ],
-    ids=["stdio", "websocket", "streamable-http", "schema-1.34-kinds"],
+    ids=["stdio", "websocket", "streamable-http", "schema-1.34-kinds", "mcp-over-acp"],
 )
 def test_interop_typescript_sdk_clients_against_demo(script: str, packages: tuple[str, ...]) -> None:
     node = shutil.which("node")
