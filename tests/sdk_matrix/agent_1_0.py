@@ -35,6 +35,7 @@ class ReleaseAgent(RecordingAgent, SessionOptionsAgent, Agent):
     def __init__(self) -> None:
         super().__init__()
         self.notified = asyncio.Event()
+        self.suggesting = asyncio.Event()
 
     def text_update(self, text: str) -> AgentMessageChunk:
         return AgentMessageChunk(content=TextContentBlock(text=text))
@@ -64,6 +65,13 @@ class ReleaseAgent(RecordingAgent, SessionOptionsAgent, Agent):
 
     async def suggest_nes(self, session_id: str, uri: str, version: int, **kwargs: Any) -> SuggestNesResponse:
         self.calls.append(("suggest_nes", {"session_id": session_id, "uri": uri, "version": version}))
+        if uri == "file:///hold":  # waits until cancelled
+            self.suggesting.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.calls.append(("suggest_cancelled", {"uri": uri}))
+                raise
         return SuggestNesResponse(suggestions=[])
 
     async def did_open(self, session_id: str, uri: str, language_id: str, version: int, text: str, **kw: Any) -> None:

@@ -484,6 +484,14 @@ def test_matrix_unstable_1x_routes_only_with_the_flag(run: Any) -> None:
         suggest = {"sessionId": "nes-1", "uri": "file:///a", "version": 3, "position": {"line": 0, "character": 1}}
         resp = await h.call("nes/suggest", {**suggest, "triggerKind": "manual"})
         assert resp["result"] == {"suggestions": []}
+        bad = await h.call("nes/suggest", {"sessionId": "nes-1"})  # background work: refused all the same
+        assert bad["error"]["code"] == -32602 and "triggerKind" in str(bad["error"]["data"])
+        held = h.request("nes/suggest", {**suggest, "uri": "file:///hold", "triggerKind": "automatic"})
+        await agent.suggesting.wait()  # running in the background pool: the control lane still answers
+        assert (await h.call("session/list", {}))["result"] == {"sessions": []}
+        h.notify("$/cancel_request", {"requestId": held})
+        assert (await h.response(held))["error"]["code"] == -32800
+        assert _calls(agent, "suggest_cancelled") == [{"uri": "file:///hold"}]
         resp = await h.call("mcp/message", {"connectionId": "c1", "method": "tools/list", "params": {}})
         assert resp["result"] == {"tools": []}
         h.notify("document/didOpen", {**opened, "sessionId": sid, "text": "x"})
@@ -497,6 +505,8 @@ def test_matrix_unstable_1x_routes_only_with_the_flag(run: Any) -> None:
             "disable_provider",
             "start_nes",
             "suggest_nes",
+            "suggest_nes",
+            "suggest_cancelled",
             "mcp_message",
             "did_open",
         ]
