@@ -31,7 +31,7 @@ try:
     from acp.interfaces import Agent as SdkAgentProtocol
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("acp_fast.compat needs the official SDK: pip install 'acp-fast[compat]'") from exc
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 log = logging.getLogger("acp_fast.compat")
 
@@ -93,6 +93,7 @@ def _models_of(request_type: Any) -> tuple[type[BaseModel], ...]:
 
 
 def _closure(func: Any) -> dict[str, Any]:
+    """The variables a function closes over, by name (what the router's wrapper was made with)."""
     code = getattr(func, "__code__", None)
     cells = getattr(func, "__closure__", None) or ()
     if code is None:
@@ -139,13 +140,14 @@ def _one_model_validator(models: tuple[type[BaseModel], ...]) -> Callable[[Any],
 
 
 def _describe(method: str, notification: bool, route: Any, declared: Any) -> RouteInfo | None:
-    closure = _closure(getattr(route, "func", None))
-    if declared is not None:  # 1.x: the protocol's declaration
+    validator: Callable[[Any], BaseModel] | None
+    if declared is not None:  # 1.x: the protocol's declaration, validated as from_protocol does
         attr, meta = declared
         models = _models_of(meta.request_type)
-        validator = meta.validate_params
+        validator = meta.validate_params or TypeAdapter(meta.request_type).validate_python
         adapt_params = meta.adapt_params
     else:  # before 1.0: the router's wrapper closure
+        closure = _closure(getattr(route, "func", None))
         attr = closure.get("attr")
         models = _models_of(closure.get("model"))
         if not models:
