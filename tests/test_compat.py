@@ -6,6 +6,7 @@ Waiting is event-driven (Harness.wait_for and the agent's own Events).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from typing import Any
@@ -16,6 +17,7 @@ from acp.schema import (
     AgentCapabilities,
     ClientCapabilities,
     InitializeResponse,
+    NewSessionResponse,
     PromptResponse,
     SessionCapabilities,
     SessionListCapabilities,
@@ -408,3 +410,53 @@ def test_cli_serve_strict_flag_keeps_acp_fasts_answers_for_an_sdk_agent(strict: 
             assert answer.get("result") == {}, answer  # the SDK's way: the agent decides
         agent.close_stdin()
         assert agent.wait() == 0
+
+
+class _ParamsAgent:
+    """Records what each handler got; ``prompt`` "hold" waits until released."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, dict[str, Any]]] = []
+        self.release = asyncio.Event()
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> Any:
+        self.got.append(("new_session", {"cwd": cwd}))
+        return NewSessionResponse(session_id=f"p{len(self.got)}")
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        self.got.append(("prompt", {"session_id": session_id, "text": prompt[0].text, **kwargs}))
+        if prompt[0].text == "hold":
+            await self.release.wait()
+        return PromptResponse(stop_reason="end_turn")
+
+
+def test_compat_each_request_gets_its_own_wire_params(run: Any) -> None:
+    """Two prompts in one read: each task builds its model from its own params, not the later one's."""
+
+    async def body() -> None:
+        agent = _ParamsAgent()
+        h = Harness(wrap_sdk_agent(agent))
+        await h.initialize()
+        resp = await h.call("session/new", {"cwd": "rel/dir", "mcpServers": []})  # lenient, as on the SDK
+        sid_a = resp["result"]["sessionId"]
+        sid_b = await h.new_session("/abs")
+        a = h.request_obj("session/prompt", {**prompt_params(sid_a, "hold"), "_meta": {"trace": "a"}})
+        b = h.request_obj("session/prompt", {**prompt_params(sid_b, "b"), "_meta": {"trace": "b"}})
+        h.send(a, b)
+        assert (await h.response(b["id"]))["result"] == {"stopReason": "end_turn"}
+        agent.release.set()
+        assert (await h.response(a["id"]))["result"] == {"stopReason": "end_turn"}
+        prompts = sorted((kw for n, kw in agent.got if n == "prompt"), key=lambda kw: kw["trace"])
+        assert prompts == [
+            {"session_id": sid_a, "text": "hold", "trace": "a"},
+            {"session_id": sid_b, "text": "b", "trace": "b"},
+        ]
+        assert [kw["cwd"] for n, kw in agent.got if n == "new_session"] == ["rel/dir", "/abs"]
+        await close_and_check(h)
+
+        strict = Harness(wrap_sdk_agent(_ParamsAgent(), strict=True))
+        await strict.initialize()
+        assert (await strict.call("session/new", {"cwd": "rel/dir", "mcpServers": []}))["error"]["code"] == -32602
+        await close_and_check(strict)
+
+    run(body())

@@ -29,10 +29,12 @@ from .agent import (
 )
 from .client import SdkClient
 from .connection import DEFAULT_STDIO_BUFFER_LIMIT_BYTES, AgentSideConnection, run_agent, use_in_sdk_http_server
-from .release import ROUTES, SDK_VERSION, SDK_VERSION_TEXT
+from .release import NOTIFICATION_ROUTES, REQUEST_ROUTES, SDK_VERSION, SDK_VERSION_TEXT
 
 #: Every agent attribute the adapter can forward with the installed release.
-SDK_AGENT_METHODS: frozenset[str] = frozenset({r.attr for r in ROUTES.values()} | {"ext_method", "ext_notification"})
+SDK_AGENT_METHODS: frozenset[str] = frozenset(
+    {r.attr for r in (*REQUEST_ROUTES.values(), *NOTIFICATION_ROUTES.values())} | {"ext_method", "ext_notification"}
+)
 
 __all__ = [
     "DEFAULT_STDIO_BUFFER_LIMIT_BYTES",

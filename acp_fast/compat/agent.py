@@ -16,6 +16,7 @@ and its traceback goes to the log only.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import json
 import logging
@@ -29,12 +30,13 @@ from pydantic import BaseModel, ValidationError
 
 from ..agent.base import Agent
 from ..agent.client_handle import Client
+from ..agent.methods import AGENT_METHODS
 from ..agent.sessions import Session
 from ..peer.connection import IncomingRequest
 from ..wire.errors import AcpError, InternalError, InvalidParams, InvalidRequest, MethodNotFound, from_error_obj
 from ..wire.jsonrpc import Notification
 from .client import SdkClient
-from .release import ROUTES, UNSTABLE_ATTRS, RouteInfo
+from .release import NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES, UNSTABLE_ATTRS, RouteInfo
 
 if TYPE_CHECKING:
     from ..agent.server import AgentServer
@@ -178,13 +180,6 @@ def sdk_defines(sdk_agent: object, attr: str) -> bool:
     return resolve(sdk_agent, attr)[0] is not None
 
 
-def _pick_model(route: RouteInfo, wire: Any) -> type[BaseModel]:
-    if len(route.models) > 1:  # set_config_option: the boolean variant only when asked for
-        boolean = isinstance(wire, dict) and wire.get("type") == "boolean"
-        return route.models[0] if boolean else route.models[-1]
-    return route.models[0]
-
-
 def _shared_fields(route: RouteInfo) -> tuple[str, ...]:
     first, *rest = route.models
     return tuple(n for n in first.model_fields if all(n in m.model_fields for m in rest))
@@ -195,7 +190,11 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
     fn, legacy = resolve(sdk_agent, route.attr)
     if fn is None:
         raise MethodNotFound(f"Method not found: {route.method}", {"method": route.method})
-    request = validate(_pick_model(route, wire), wire)
+    assert route.validator is not None
+    try:
+        request = route.validator(wire)
+    except ValidationError as exc:
+        raise _validation_error(exc) from exc
     if legacy:
         name = getattr(fn, "__name__", route.attr)
         warnings.warn(
@@ -206,7 +205,10 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
         )
         result = await invoke(lambda: fn(request), route.method)
     else:
-        kwargs = call_kwargs(request, _shared_fields(route))
+        if route.adapt_params is not None:
+            kwargs = route.adapt_params(request)
+        else:
+            kwargs = call_kwargs(request, _shared_fields(route))
         result = await invoke(lambda: fn(**kwargs), route.method)
     if route.notification:
         return None
@@ -214,15 +216,35 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
 
 
 # -- the adapter --------------------------------------------------------------------------------
+#: The wire params of the message being dispatched, as the client sent them: (method, params). Set
+#: by compat's own handler, which runs before the server's on the dispatch task, so a forwarder
+#: (and a prompt task, which copies the context when it is created) builds the release's request
+#: model from every field the client sent, not only those acp_fast's method table declares.
+_WIRE: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("acp_fast_compat_wire", default=None)
+
+#: Requests acp_fast's server routes and answers itself (with the forwarders below as the agent's
+#: methods); mcp/* are left out: the server hands them to its MCP bridge, never to the agent.
+_CORE_REQUESTS = frozenset(m for m, s in AGENT_METHODS.items() if not s.notification and not m.startswith("mcp/"))
+#: Requests compat routes itself that may take long: background work in the pool (R02, R08), as
+#: acp_fast runs prompts and mcp/*; every other one runs on the control lane, in order (R01).
+_BACKGROUND = frozenset({"mcp/message", "nes/suggest"})
+
+
+def _wire_for(route: RouteInfo, kwargs: Kwargs) -> Any:
+    """The client's own params for ``route``, or, when none were recorded, the kwargs turned back."""
+    seen = _WIRE.get()
+    if seen is not None and seen[0] == route.method:
+        return seen[1]
+    model = route.models[0] if len(route.models) == 1 else route.models[-1]
+    wire = _to_wire(model, kwargs)
+    if kwargs.get("type") is not None:
+        wire["type"] = kwargs["type"]
+    return wire
+
+
 def _forwarder(route: RouteInfo) -> Callable[..., Awaitable[Any]]:
     async def forward(self: SdkAgent, **kwargs: Any) -> Any:
-        model = route.models[0] if len(route.models) == 1 else route.models[-1]
-        wire = _to_wire(model, kwargs)
-        if isinstance(wire.get("cwd"), str):
-            wire["cwd"] = self._relative_cwds.pop(wire["cwd"], wire["cwd"])
-        if kwargs.get("type") is not None:
-            wire["type"] = kwargs["type"]
-        return await call_route(self.sdk_agent, route, wire)
+        return await call_route(self.sdk_agent, route, _wire_for(route, kwargs))
 
     forward.__name__ = forward.__qualname__ = route.attr
     forward.__doc__ = f"Forwards {route.method} to the SDK agent's ``{route.attr}``."
@@ -244,6 +266,14 @@ async def _no_new_session(self: SdkAgent, **kwargs: Any) -> Any:
     raise MethodNotFound("Method not found: session/new", {"method": "session/new"})
 
 
+def _warn_gated(method: str) -> None:
+    warnings.warn(
+        f"{method} is unstable ACP: it answers -32601 unless use_unstable_protocol=True",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 class SdkAgent(Agent):
     """An acp_fast Agent forwarding to an agent written on the official SDK.
 
@@ -256,22 +286,26 @@ class SdkAgent(Agent):
     answers (-32600, -32602, -32601) for those.
     """
 
-    #: Methods the installed SDK routes that acp_fast's server does not know (session/set_model).
+    #: Requests the installed SDK routes that acp_fast's server does not (session/set_model, nes/*, ...).
     extra_routes: dict[str, RouteInfo] = {}
-    #: Unstable methods the agent defines while ``use_unstable_protocol`` is off: a UserWarning and -32601.
+    #: Notifications likewise (1.x document/*, nes/accept|reject, mcp/message when the agent takes it).
+    extra_notifications: dict[str, RouteInfo] = {}
+    #: Unstable requests the agent defines while ``use_unstable_protocol`` is off: a UserWarning and -32601.
     gated: frozenset[str] = frozenset()
+    #: Unstable notifications likewise: a UserWarning, and dropped.
+    gated_notifications: frozenset[str] = frozenset()
 
     def __init__(self, sdk_agent: Any, sdk_client: SdkClient, strict: bool = False) -> None:
         self.sdk_agent = sdk_agent
         self.sdk_client = sdk_client
         self.strict = strict
         self.server: AgentServer | None = None
-        self._relative_cwds: dict[str, str] = {}
 
     def on_server(self, server: AgentServer) -> None:
-        """Claim requests before the server does: extra SDK routes, and the SDK's leniency."""
+        """Claim messages before the server does: extra SDK routes, and the SDK's leniency."""
         self.server = server
         server.conn.on_receive_request(self._before_server, "acp_fast.compat.before_server")
+        server.conn.on_receive_notification(self._notification, "acp_fast.compat.notification")
         if not self.strict:
             server.context = server.context.evolve(initialized=True)
 
@@ -280,7 +314,7 @@ class SdkAgent(Agent):
         server = self.server
         peer = server.conn if server is not None else client._conn
         self.sdk_client.bind(client, peer, strict=self.strict)
-        if server is not None and not self.strict:
+        if server is not None:
             server.conn.on_receive_notification_sync("session/cancel", self._cancel_any_session)
         hook = getattr(self.sdk_agent, "on_connect", None)
         if callable(hook):
@@ -288,33 +322,33 @@ class SdkAgent(Agent):
 
     async def _before_server(self, req: IncomingRequest) -> bool:
         params = req.params
+        _WIRE.set((req.method, params))
         if req.method == "initialize" and isinstance(params, dict) and isinstance(params.get("protocolVersion"), str):
             # Read as the release's InitializeRequest reads it: "1" is 1; 0.10 on take an unparsable
             # string as 1, 0.8 refuses it (-32602).
             params["protocolVersion"] = validate(ROUTES["initialize"].models[0], params).protocol_version  # type: ignore[attr-defined]
         if req.method in self.gated:
-            warnings.warn(
-                f"{req.method} is unstable ACP: it answers -32601 unless use_unstable_protocol=True",
-                UserWarning,
-                stacklevel=2,
-            )
+            _warn_gated(req.method)
             raise MethodNotFound(f"Method not found: {req.method}", {"method": req.method})
+        server = self.server
         route = self.extra_routes.get(req.method)
         if route is not None:
-            if self.strict and self.server is not None and not self.server.context.initialized:
+            if self.strict and server is not None and not server.context.initialized:
                 raise InvalidRequest(f"Invalid request: {req.method} before initialize")
-            req.respond(await call_route(self.sdk_agent, route, params))
+            if route.method in _BACKGROUND and server is not None:
+                job = server.pool.admit(req)  # counts against max_background (R08) like acp_fast's own
+                server.pool.start(job, lambda _j: call_route(self.sdk_agent, route, params), lambda _j, v: v)
+            else:
+                req.respond(await call_route(self.sdk_agent, route, params))
             return True
-        server = self.server
         if self.strict or server is None or not isinstance(params, dict):
             return False
         cwd = params.get("cwd")
-        self._relative_cwds.clear()  # control requests run one at a time: the previous one is done
         if isinstance(cwd, str) and not cwd.startswith("/") and req.method in _CWD_METHODS:
-            # acp_fast's server wants an absolute cwd; the SDK hands any string to the agent.
-            stand_in = f"/.acp-fast-compat/relative-cwd/{len(self._relative_cwds)}"
-            self._relative_cwds[stand_in] = cwd
-            params["cwd"] = stand_in
+            # acp_fast's server wants an absolute cwd; the SDK hands any string to the agent, which
+            # gets the client's own params (_WIRE, set above, keeps them) while the server sees this.
+            _WIRE.set((req.method, dict(params)))
+            params["cwd"] = "/.acp-fast-compat/relative-cwd"
         if req.method not in _SESSION_METHODS:
             return False
         sid = params.get("sessionId")
@@ -322,25 +356,47 @@ class SdkAgent(Agent):
             server.sessions.add(Session(sid, "", None))  # bounded by max_sessions like any other
         return False
 
+    async def _notification(self, note: Notification) -> bool:
+        """Notifications the SDK routes and acp_fast's server does not: awaited in order, never answered."""
+        method = note.method
+        if method in self.gated_notifications:
+            _warn_gated(method)
+            return True
+        route = self.extra_notifications.get(method)
+        if route is None:
+            return False
+        server = self.server
+        if self.strict and server is not None and not server.context.initialized:
+            log.warning("dropped %s before initialize", method)
+            return True
+        await self._quiet(call_route(self.sdk_agent, route, note.params), method)
+        return True
+
     def _cancel_any_session(self, note: Notification) -> None:
-        """session/cancel: a known session as acp_fast does; any other id still reaches the agent."""
+        """session/cancel: a known session as acp_fast does; any other id still reaches the agent
+        (unless ``strict``). The agent's handler, spawned by the server, gets the client's params."""
         server = self.server
         assert server is not None
         sid = note.params.get("sessionId") if isinstance(note.params, dict) else None
-        if isinstance(sid, str) and server.sessions.find(sid) is None:
+        if not self.strict and isinstance(sid, str) and server.sessions.find(sid) is None:
             route = ROUTES.get("session/cancel")
             if route is not None and sdk_defines(self.sdk_agent, "cancel"):
-                server.conn.spawn(self._quiet(call_route(self.sdk_agent, route, note.params)), name="acp.compat.cancel")
+                work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
+                server.conn.spawn(work, name="acp.compat.cancel")
             return
-        server.on_cancel_notification(note)
+        token = _WIRE.set((note.method, note.params))
+        try:
+            server.on_cancel_notification(note)
+        finally:
+            _WIRE.reset(token)
 
     @staticmethod
-    async def _quiet(work: Awaitable[Any]) -> None:
-        """Notifications are never answered: a failing cancel handler is logged only."""
+    async def _quiet(work: Awaitable[Any], method: str) -> None:
+        """Notifications are never answered: a failing handler is logged only."""
         try:
             await work
         except AcpError as exc:
-            log.warning("session/cancel handler failed: %s", exc.message)
+            log.warning("%s handler failed: %s", method, exc.message)
 
 
 def wrap_sdk_agent(
@@ -356,40 +412,47 @@ def wrap_sdk_agent(
     the factory's argument); ``AgentSideConnection`` passes itself.
     """
     sdk_client = sdk_client if sdk_client is not None else SdkClient()
-    attrs = {r.attr for r in ROUTES.values()} | {"ext_method", "ext_notification"}
+    attrs = {r.attr for r in (*REQUEST_ROUTES.values(), *NOTIFICATION_ROUTES.values())}
+    attrs |= {"ext_method", "ext_notification"}
     if isinstance(agent, type) or (callable(agent) and not any(sdk_defines(agent, a) for a in attrs)):
         agent = agent(sdk_client)  # a class or factory taking the connection, as the SDK's connection accepts
-    defined = {r.method: r for r in ROUTES.values() if sdk_defines(agent, r.attr)}
-    gated = frozenset(m for m, r in defined.items() if r.unstable and not use_unstable_protocol)
-    for method in sorted(gated):
-        log.info(
-            "%s.%s is unstable ACP; without use_unstable_protocol=True it answers -32601 (as under the SDK)",
-            type(agent).__name__,
-            defined[method].attr,
-        )
-        del defined[method]
-    from ..agent.methods import AGENT_METHODS
+    requests = {m: r for m, r in REQUEST_ROUTES.items() if sdk_defines(agent, r.attr)}
+    notes = {m: r for m, r in NOTIFICATION_ROUTES.items() if sdk_defines(agent, r.attr)}
+    gated: dict[str, set[str]] = {"request": set(), "notification": set()}
+    for kind, defined in (("request", requests), ("notification", notes)):
+        for method, route in sorted(defined.items()):
+            if route.unstable and not use_unstable_protocol:
+                log.info(
+                    "%s.%s is unstable ACP; without use_unstable_protocol=True it answers -32601 (as under the SDK)",
+                    type(agent).__name__,
+                    route.attr,
+                )
+                del defined[method]
+                if not method.startswith("mcp/"):  # mcp/* stay with acp_fast's MCP bridge
+                    gated[kind].add(method)
 
     namespace: dict[str, Any] = {
-        r.attr: _forwarder(r) for m, r in defined.items() if m in AGENT_METHODS and m != "session/cancel"
+        AGENT_METHODS[m].attr: _forwarder(r) for m, r in requests.items() if m in _CORE_REQUESTS
     }
-    namespace["extra_routes"] = {m: r for m, r in defined.items() if m not in AGENT_METHODS}
-    namespace["gated"] = gated
-    if "session/cancel" in defined:
-        cancel_route = defined["session/cancel"]
+    namespace["extra_routes"] = {m: r for m, r in requests.items() if m not in _CORE_REQUESTS}
+    namespace["extra_notifications"] = {m: r for m, r in notes.items() if m != "session/cancel"}
+    namespace["gated"] = frozenset(gated["request"])
+    namespace["gated_notifications"] = frozenset(gated["notification"])
+    if "session/cancel" in notes:
+        cancel_route = notes["session/cancel"]
 
         async def _cancel(self: SdkAgent, session_id: str, **kwargs: Any) -> None:
-            wire = _to_wire(cancel_route.models[0], {"session_id": session_id, **kwargs})
+            wire = _wire_for(cancel_route, {"session_id": session_id, **kwargs})
             await call_route(self.sdk_agent, cancel_route, wire)
 
         namespace["cancel"] = _cancel
-    if "session/new" not in defined:
+    if "session/new" not in requests:
         namespace["new_session"] = _no_new_session
     if sdk_defines(agent, "ext_method"):
         namespace["ext_method"] = _ext_method
     if sdk_defines(agent, "ext_notification"):
         namespace["ext_notification"] = _ext_notification
-    namespace["decides_capabilities"] = "initialize" in defined
+    namespace["decides_capabilities"] = "initialize" in requests
     cls = type(f"SdkAgent[{type(agent).__name__}]", (SdkAgent,), namespace)
     wrapped: Agent = cls(agent, sdk_client, strict)
     return wrapped

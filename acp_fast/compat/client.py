@@ -240,11 +240,47 @@ class SdkClient:
         else:
             await self._conn.send_notification("elicitation/complete", note)
 
+    async def connect_mcp(self, server_id: str, **kwargs: Any) -> Any:
+        """mcp/connect to an MCP server the client provides over ACP (releases from 1.0 on)."""
+        req = _mcp_model("ConnectMcpRequest")(server_id=server_id, field_meta=kwargs or None)
+        return _mcp_model("ConnectMcpResponse").model_validate(await self._request("mcp/connect", req))
+
+    async def disconnect_mcp(self, connection_id: str, **kwargs: Any) -> Any:
+        """mcp/disconnect (1.0 on); a non-object answer reads as the empty response, as in the SDK."""
+        req = _mcp_model("DisconnectMcpRequest")(connection_id=connection_id, field_meta=kwargs or None)
+        answer = await self._request("mcp/disconnect", req)
+        return _mcp_model("DisconnectMcpResponse").model_validate(answer if isinstance(answer, dict) else {})
+
+    async def mcp_message(
+        self, connection_id: str, method: str, params: dict[str, Any] | None = None, **kwargs: Any
+    ) -> Any:
+        """One MCP request over mcp/message (1.0 on); the answer is the inner result, as it came."""
+        req = _mcp_model("MessageMcpRequest")(
+            connection_id=connection_id, method=method, params=params, field_meta=kwargs or None
+        )
+        return await self._request("mcp/message", req)
+
+    async def notify_mcp(
+        self, connection_id: str, method: str, params: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        """One MCP notification over mcp/message (1.0 on)."""
+        note = _mcp_model("MessageMcpNotification")(
+            connection_id=connection_id, method=method, params=params, field_meta=kwargs or None
+        )
+        await self._conn.send_notification("mcp/message", _params(note))
+
     async def ext_method(self, method: str, params: dict[str, Any]) -> Any:
         return await self._conn.send_request(f"_{method}", params)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         await self._conn.send_notification(f"_{method}", params)
+
+
+def _mcp_model(name: str) -> type[BaseModel]:
+    found = model(name)
+    if found is None:
+        raise AttributeError(f"this agent-client-protocol release has no {name} (MCP over ACP calls are 1.0 on)")
+    return found
 
 
 _ELICITATION_REQUESTS: tuple[tuple[str, str, str], ...] = (

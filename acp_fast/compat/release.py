@@ -5,25 +5,35 @@ Releases differ in the methods their router dispatches (0.8 routes
 ``session/set_config_option`` and ``session/close``; 0.12 drops
 ``session/set_model``), in schema names (``KillTerminalCommandResponse``
 before 0.10, ``KillTerminalResponse`` after) and in what exists at all
-(elicitation from 0.10, message transports from 0.12). The routes are read
-from the SDK's own ``build_agent_router``: a probe agent that defines
-nothing is routed, and each route says its method, whether it is unstable
-and whether its result goes through ``normalize_result``.
+(elicitation from 0.10, message transports from 0.12; 1.0 adds ``logout``,
+``session/delete``, ``providers/*``, ``nes/*``, ``document/*`` and an agent-side
+``mcp/message``). The routes are read from the SDK's own ``build_agent_router``,
+built for a probe agent that defines every attribute: each route gives its
+method, kind, unstable gate and whether its result goes through
+``normalize_result``; the handler's attribute and request model come from the
+``acp.Agent`` protocol's route declarations (1.x, the ones
+``MessageRouter.from_protocol`` reads) or, before 1.0, from the wrapper the
+router made around the probe's handler.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, get_args
 
 try:
     from acp import schema as S
     from acp.agent.router import build_agent_router
+    from acp.interfaces import Agent as SdkAgentProtocol
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("acp_fast.compat needs the official SDK: pip install 'acp-fast[compat]'") from exc
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
+log = logging.getLogger("acp_fast.compat")
 
 def _version_tuple(text: str) -> tuple[int, ...]:
     parts: list[int] = []
@@ -59,61 +69,130 @@ class RouteInfo:
     unstable: bool
     normalized: bool  # the result goes through the SDK's normalize_result
     notification: bool = False
+    #: Wire params to the request model, as the release validates them (1.x may declare its own).
+    validator: Callable[[Any], BaseModel] | None = None
+    #: 1.x: the model to the handler's kwargs, when the protocol declares its own conversion.
+    adapt_params: Callable[[BaseModel], dict[str, Any]] | None = None
 
 
-#: wire method -> (agent attribute, request model names); the names cover every release from 0.8.
-_ATTRS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "initialize": ("initialize", ("InitializeRequest",)),
-    "session/new": ("new_session", ("NewSessionRequest",)),
-    "session/load": ("load_session", ("LoadSessionRequest",)),
-    "session/list": ("list_sessions", ("ListSessionsRequest",)),
-    "session/close": ("close_session", ("CloseSessionRequest",)),
-    "session/set_mode": ("set_session_mode", ("SetSessionModeRequest",)),
-    "session/set_model": ("set_session_model", ("SetSessionModelRequest",)),
-    "session/set_config_option": (
-        "set_config_option",
-        ("SetSessionConfigOptionBooleanRequest", "SetSessionConfigOptionSelectRequest"),
-    ),
-    "session/prompt": ("prompt", ("PromptRequest",)),
-    "authenticate": ("authenticate", ("AuthenticateRequest",)),
-    "session/fork": ("fork_session", ("ForkSessionRequest",)),
-    "session/resume": ("resume_session", ("ResumeSessionRequest",)),
-    "session/cancel": ("cancel", ("CancelNotification",)),
+#: Routes whose handler closure names no request model (0.10 and 0.12 build ``set_config_option``'s
+#: own wrapper): the models by schema name, tried in order.
+_CUSTOM_MODELS: dict[str, tuple[str, ...]] = {
+    "session/set_config_option": ("SetSessionConfigOptionBooleanRequest", "SetSessionConfigOptionSelectRequest"),
 }
 
 
-class _Probe:
-    """An agent that defines nothing: the router still registers every route it knows."""
+def _models_of(request_type: Any) -> tuple[type[BaseModel], ...]:
+    """The pydantic models in a request type: a model, or a union or ``Annotated`` of models."""
+    if isinstance(request_type, type) and issubclass(request_type, BaseModel):
+        return (request_type,)
+    found: list[type[BaseModel]] = []
+    for arg in get_args(request_type):
+        found.extend(m for m in _models_of(arg) if m not in found)
+    return tuple(found)
 
 
-def _discover_routes() -> dict[str, RouteInfo]:
-    router: Any = build_agent_router(_Probe(), use_unstable_protocol=False)  # type: ignore[arg-type]
-    found: dict[str, RouteInfo] = {}
-    tables = ((getattr(router, "_requests", {}), False), (getattr(router, "_notifications", {}), True))
-    for table, notification in tables:
-        for method, route in table.items():
-            entry = _ATTRS.get(method)
-            if entry is None:
-                continue
-            attr, names = entry
-            models = tuple(m for m in (model(n) for n in names) if m is not None)
-            if not models:
-                continue
-            found[method] = RouteInfo(
-                method=method,
-                attr=attr,
-                models=models,
-                unstable=bool(getattr(route, "warn_unstable", False)),
-                normalized=getattr(route, "adapt_result", None) is not None,
-                notification=notification,
-            )
+def _closure(func: Any) -> dict[str, Any]:
+    """The variables a function closes over, by name (what the router's wrapper was made with)."""
+    code = getattr(func, "__code__", None)
+    cells = getattr(func, "__closure__", None) or ()
+    if code is None:
+        return {}
+    return {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells, strict=False)}
+
+
+def _protocol_routes() -> dict[tuple[str, bool], tuple[str, Any]]:
+    """1.x: (method, is notification) -> (attribute, route metadata), from the ``acp.Agent`` protocol's
+    ``__route__`` declarations that ``MessageRouter.from_protocol`` builds its router from."""
+    found: dict[tuple[str, bool], tuple[str, Any]] = {}
+    for attr, member in inspect.getmembers(SdkAgentProtocol):
+        meta = getattr(member, "__route__", None)
+        method = getattr(meta, "method", None)
+        if isinstance(method, str):
+            found[(method, getattr(meta, "kind", "request") == "notification")] = (attr, meta)
     return found
 
 
-#: Every method the installed SDK routes to an agent, keyed by wire name.
-ROUTES: dict[str, RouteInfo] = _discover_routes()
+class _Probe:
+    """An agent that defines every attribute: the router then wraps each route's handler, and the
+    wrapper names the attribute and (before 1.0) the request model it validates."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        async def handler(**kwargs: Any) -> None:
+            return None
+
+        return handler
+
+
+def _one_model_validator(models: tuple[type[BaseModel], ...]) -> Callable[[Any], BaseModel]:
+    if len(models) == 1:
+        return models[0].model_validate
+    first, last = models[0], models[-1]
+
+    def pick(wire: Any) -> BaseModel:  # set_config_option: the boolean variant only when asked for
+        boolean = isinstance(wire, dict) and wire.get("type") == "boolean"
+        return (first if boolean else last).model_validate(wire)
+
+    return pick
+
+
+def _describe(method: str, notification: bool, route: Any, declared: Any) -> RouteInfo | None:
+    validator: Callable[[Any], BaseModel] | None
+    if declared is not None:  # 1.x: the protocol's declaration, validated as from_protocol does
+        attr, meta = declared
+        models = _models_of(meta.request_type)
+        validator = meta.validate_params or TypeAdapter(meta.request_type).validate_python
+        adapt_params = meta.adapt_params
+    else:  # before 1.0: the router's wrapper closure
+        closure = _closure(getattr(route, "func", None))
+        attr = closure.get("attr")
+        models = _models_of(closure.get("model"))
+        if not models:
+            models = tuple(m for m in (model(n) for n in _CUSTOM_MODELS.get(method, ())) if m is not None)
+        validator = adapt_params = None
+    if not isinstance(attr, str) or not models:
+        return None
+    return RouteInfo(
+        method=method,
+        attr=attr,
+        models=models,
+        unstable=bool(getattr(route, "warn_unstable", False)),
+        normalized=getattr(route, "adapt_result", None) is not None,
+        notification=notification,
+        validator=validator or _one_model_validator(models),
+        adapt_params=adapt_params,
+    )
+
+
+def _discover_routes() -> tuple[dict[str, RouteInfo], dict[str, RouteInfo]]:
+    router: Any = build_agent_router(_Probe(), use_unstable_protocol=False)
+    declared = _protocol_routes()
+    found: tuple[dict[str, RouteInfo], dict[str, RouteInfo]] = ({}, {})
+    tables = ((getattr(router, "_requests", {}), False), (getattr(router, "_notifications", {}), True))
+    for table, notification in tables:
+        for method, route in table.items():
+            info = _describe(method, notification, route, declared.get((method, notification)))
+            if info is None:
+                log.warning("the SDK routes %s, but compat cannot tell its handler or model: not served", method)
+                continue
+            found[notification][method] = info
+    return found
+
+
+#: Every request the installed SDK routes to an agent, keyed by wire name.
+REQUEST_ROUTES: dict[str, RouteInfo]
+#: Every notification it routes (``session/cancel``; 1.x adds ``document/*``, ``nes/*``, ``mcp/message``).
+NOTIFICATION_ROUTES: dict[str, RouteInfo]
+REQUEST_ROUTES, NOTIFICATION_ROUTES = _discover_routes()
+#: Both, keyed by wire name; where a method is both (1.x ``mcp/message``), the request.
+ROUTES: dict[str, RouteInfo] = {**NOTIFICATION_ROUTES, **REQUEST_ROUTES}
 #: Agent attributes the SDK routes only with ``use_unstable_protocol=True``.
-UNSTABLE_ATTRS: frozenset[str] = frozenset(r.attr for r in ROUTES.values() if r.unstable)
+UNSTABLE_ATTRS: frozenset[str] = frozenset(
+    r.attr for r in (*REQUEST_ROUTES.values(), *NOTIFICATION_ROUTES.values()) if r.unstable
+)
 
 
 def describe() -> dict[str, Any]:

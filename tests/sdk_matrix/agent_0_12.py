@@ -6,76 +6,25 @@ never called); the rest is as in 0.10, plus message transports (HTTP/WebSocket).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from acp import Agent, Client, InitializeResponse, NewSessionResponse, PromptResponse, text_block, update_agent_message
+from acp import Agent, text_block, update_agent_message
 from acp.schema import (
-    AgentCapabilities,
     KillTerminalResponse,
-    ListSessionsResponse,
-    SetSessionConfigOptionResponse,
-    TextContentBlock,
 )
+
+from tests.sdk_matrix.common import RecordingAgent, SessionOptionsAgent
 
 RELEASE = "0.12"
 
 
-class ReleaseAgent(Agent):
-    """Records its calls; prompt commands: ``echo X``, ``terminal``, ``raw``, ``crash``, ``whoami``."""
+class ReleaseAgent(RecordingAgent, SessionOptionsAgent, Agent):
+    """Records its calls (``RecordingAgent``), also those of the methods 0.12 routes besides."""
 
-    def __init__(self) -> None:
-        self.conn: Client | None = None
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.sessions = 0
-        self.cancel_seen = asyncio.Event()
+    kill_response = KillTerminalResponse
 
-    def on_connect(self, conn: Client) -> None:
-        self.conn = conn
-
-    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        self.calls.append(("initialize", {"protocol_version": protocol_version}))
-        return InitializeResponse(protocol_version=protocol_version, agent_capabilities=AgentCapabilities())
-
-    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
-        self.sessions += 1
-        return NewSessionResponse(session_id=f"s{self.sessions}")
-
-    async def list_sessions(self, cursor: str | None = None, cwd: str | None = None, **kwargs: Any) -> Any:
-        self.calls.append(("list_sessions", {}))
-        return ListSessionsResponse(sessions=[])
-
-    async def close_session(self, session_id: str, **kwargs: Any) -> None:
-        self.calls.append(("close_session", {"session_id": session_id}))
+    def text_update(self, text: str) -> Any:
+        return update_agent_message(text_block(text))
 
     async def set_session_model(self, model_id: str, session_id: str, **kwargs: Any) -> None:
         self.calls.append(("set_session_model", {"model_id": model_id, "session_id": session_id, **kwargs}))
-
-    async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
-    ) -> SetSessionConfigOptionResponse:
-        self.calls.append(("set_config_option", {"config_id": config_id, "value": value}))
-        return SetSessionConfigOptionResponse(config_options=[])
-
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        self.calls.append(("cancel", {"session_id": session_id}))
-        self.cancel_seen.set()
-
-    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
-        self.calls.append(("prompt", {"session_id": session_id, "prompt": prompt, **kwargs}))
-        assert self.conn is not None
-        text = next((b.text for b in prompt if isinstance(b, TextContentBlock)), "")
-        if text == "crash":
-            raise ValueError("the release agent crashed")
-        if text == "terminal":
-            created = await self.conn.create_terminal(command="ls", session_id=session_id)
-            killed = await self.conn.kill_terminal(session_id=session_id, terminal_id=created.terminal_id)
-            assert killed is None or isinstance(killed, KillTerminalResponse)
-            text = f"terminal {created.terminal_id}"
-        elif text == "raw":
-            out = await self.conn._conn.send_request("terminal/output", {"sessionId": session_id, "terminalId": "t1"})
-            text = f"raw {out['output']}"
-        elif text == "whoami":
-            text = f"session {session_id}"
-        await self.conn.session_update(session_id, update_agent_message(text_block(text)))
-        return PromptResponse(stop_reason="end_turn")

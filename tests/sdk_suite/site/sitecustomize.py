@@ -46,6 +46,12 @@ def _replacements(mode: str) -> tuple[type, Any]:
             _mark()
             super().__init__(*args, **kwargs)
 
+        @classmethod
+        def attach(cls, *args: Any, **kwargs: Any) -> Any:
+            """1.x: the v1/v2 negotiation router attaches the agent to a connection it built itself."""
+            _mark()
+            return super().attach(*args, **kwargs)  # type: ignore[misc]
+
     RecordedConnection.__name__ = RecordedConnection.__qualname__ = "AgentSideConnection"
 
     async def run_agent(*args: Any, **kwargs: Any) -> None:
