@@ -255,9 +255,26 @@ def _file_tables(path: str) -> _Tables:
     def table(methods: dict[str, str]) -> dict[str, Validator]:
         return {method: definition(name) for method, name in methods.items()}
 
-    return _Tables(
-        table(schema.requests), table(schema.notifications), table(schema.results), definition(ERROR_DEF), _any_json
-    )
+    requests, notifications, results = table(schema.requests), table(schema.notifications), table(schema.results)
+    _keep_connect_form(requests, AGENT_REQUESTS)
+    _keep_connect_form(notifications, AGENT_NOTIFICATIONS)
+    if "mcp/message" in results:  # a file of schema 1.24 on: its mcp/message result is the scoped one
+        results[SCOPED_MCP] = results["mcp/message"]
+        results["mcp/message"] = RESPONSES["mcp/message"]
+    for method in ("mcp/connect", "mcp/disconnect"):
+        results.setdefault(method, RESPONSES[method])
+    return _Tables(requests, notifications, results, definition(ERROR_DEF), _any_json)
+
+
+def _keep_connect_form(table: dict[str, Validator], sdk: dict[str, Validator]) -> None:
+    """The connect form of MCP over ACP, which R17 keeps for peers that speak it, checked by the SDK
+    models that define it: a schema file of 1.24 on has only the request-scoped ``mcp/message``."""
+    for method in ("mcp/connect", "mcp/disconnect"):
+        if method in sdk:
+            table.setdefault(method, sdk[method])
+    scoped = table.get("mcp/message")
+    if "mcp/message" in sdk:
+        table["mcp/message"] = sdk["mcp/message"] if scoped is None else _by_form(sdk["mcp/message"], scoped)
 
 
 def _tables(schema_file: Path | str | None) -> _Tables:
