@@ -22,6 +22,9 @@ from acp_fast.wire.errors import (
     InternalError,
     InvalidParams,
     InvalidRequest,
+    McpBackendFailed,
+    McpLimitExceeded,
+    McpServerUnavailable,
     MethodNotFound,
     OtherError,
     ParseError,
@@ -47,6 +50,9 @@ CODES: list[tuple[type[AcpError], int]] = [
     (PromptInProgress, -32000),
     (ResourceNotFound, -32002),
     (ConnectionClosed, -32603),
+    (McpLimitExceeded, -33000),
+    (McpServerUnavailable, -33001),
+    (McpBackendFailed, -33002),
 ]
 #: The class that owns each code: the one ``from_error_obj`` must return.
 OWNERS = {
@@ -58,6 +64,9 @@ OWNERS = {
     -32800: RequestCancelled,
     -32000: ServerError,
     -32002: ResourceNotFound,
+    -33000: McpLimitExceeded,
+    -33001: McpServerUnavailable,
+    -33002: McpBackendFailed,
 }
 
 

@@ -74,7 +74,18 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from ..wire import jsonrpc
-from ..wire.errors import AcpError, InvalidParams, MethodNotFound, OtherError, RequestCancelled, ServerBusy
+from ..wire.errors import (
+    AcpError,
+    InvalidParams,
+    McpBackendFailed,
+    McpBindingError,
+    McpLimitExceeded,
+    McpServerUnavailable,
+    MethodNotFound,
+    OtherError,
+    RequestCancelled,
+    ServerBusy,
+)
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
@@ -103,25 +114,6 @@ class McpRequestOptions(TypedDict, total=False):
 MCP_PROTOCOL_VERSION = "2026-07-28"
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-
-
-class McpBindingError(AcpError):
-    """An outer error of the request-scoped form: the binding failed, there is no inner outcome."""
-
-
-class McpLimitExceeded(McpBindingError):
-    code = -33000
-    default_message = "MCP-over-ACP request limit exceeded"
-
-
-class McpServerUnavailable(McpBindingError):
-    code = -33001
-    default_message = "MCP server unavailable"
-
-
-class McpBackendFailed(McpBindingError):
-    code = -33002
-    default_message = "MCP server failed without an outcome"
 
 
 class McpError(OtherError):

@@ -133,6 +133,25 @@ class ResourceNotFound(AcpError):
     default_message = "Resource not found"
 
 
+class McpBindingError(AcpError):
+    """An outer error of request-scoped MCP over ACP (R17): the binding failed, there is no inner outcome."""
+
+
+class McpLimitExceeded(McpBindingError):
+    code = -33000
+    default_message = "MCP-over-ACP request limit exceeded"
+
+
+class McpServerUnavailable(McpBindingError):
+    code = -33001
+    default_message = "MCP server unavailable"
+
+
+class McpBackendFailed(McpBindingError):
+    code = -33002
+    default_message = "MCP server failed without an outcome"
+
+
 class OtherError(AcpError):
     """An error with a code acp_fast has no class for (decoded from a peer)."""
 
@@ -191,6 +210,10 @@ __all__ = [
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
+    "McpBackendFailed",
+    "McpBindingError",
+    "McpLimitExceeded",
+    "McpServerUnavailable",
     "MethodNotFound",
     "OtherError",
     "ParseError",
