@@ -1,6 +1,6 @@
 """acp_fast.compat against the installed SDK release, with an agent written for that release's API.
 
-Run by ``.ci/sdk-matrix`` once per release (0.8.0, 0.10.1, 0.12.1, 1.0.0rc3), each in its
+Run by ``.ci/sdk-matrix`` once per release (0.8.0, 0.9.0, 0.10.1, 0.11.1, 0.12.1, 1.0.0rc3), each in its
 own venv; the main suite runs it against the pinned test release. Every cell
 of the matrix in docs/MIGRATION.md names the test here that backs it.
 """
@@ -22,7 +22,9 @@ from acp_fast.compat.release import NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES
 from tests.helpers import Harness, close_and_check, prompt_params
 
 RELEASE = f"{SDK_VERSION[0]}.{SDK_VERSION[1]}"
-_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_8", "0.10": "agent_0_10", "0.11": "agent_0_10"}
+#: 0.9 routes what 0.10 does and 0.11 what 0.12 does (read from their routers): they share those agents.
+_SAME_API = {"0.9": "0.10", "0.11": "0.12"}
+_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_10", "0.10": "agent_0_10", "0.11": "agent_0_12"}
 _AGENT_MODULE = "agent_1_0" if SDK_VERSION[0] >= 1 else _AGENT_MODULES.get(RELEASE, "agent_0_12")
 release_agent = importlib.import_module(f"tests.sdk_matrix.{_AGENT_MODULE}")
 ReleaseAgent = release_agent.ReleaseAgent
@@ -149,7 +151,8 @@ def _text_updates(h: Harness, sid: str) -> list[str]:
 
 
 def test_matrix_detects_the_releases_routes() -> None:
-    key = RELEASE if RELEASE in EXPECTED_ROUTES else ("1.0" if SDK_VERSION[0] >= 1 else "0.12")
+    key = _SAME_API.get(RELEASE, RELEASE)
+    key = key if key in EXPECTED_ROUTES else ("1.0" if SDK_VERSION[0] >= 1 else "0.12")
     methods, unstable = EXPECTED_ROUTES[key]
     assert set(REQUEST_ROUTES) | set(NOTIFICATION_ROUTES) == methods
     routes = (*REQUEST_ROUTES.values(), *NOTIFICATION_ROUTES.values())
@@ -309,14 +312,14 @@ def test_matrix_string_protocol_version_accepted_as_the_sdk_does(run: Any) -> No
         resp = await h.call("initialize", {"protocolVersion": "1"})
         assert resp["result"]["protocolVersion"] == 1
         assert _calls(agent, "initialize") == [{"protocol_version": 1}]
-        # A date string (as some clients send): 0.10 on read it as 1, 0.8's plain int field refuses it.
+        # A date string (as some clients send): 0.10 on read it as 1, 0.8's and 0.9's plain int field refuse it.
         try:
             coerced: int | None = InitializeRequest.model_validate({"protocolVersion": "2024-11-05"}).protocol_version
         except ValidationError:
             coerced = None
         dated = await h.call("initialize", {"protocolVersion": "2024-11-05"})
         if coerced is None:
-            assert dated["error"]["code"] == -32602 and RELEASE == "0.8"
+            assert dated["error"]["code"] == -32602 and RELEASE in ("0.8", "0.9")
         else:
             assert dated["result"]["protocolVersion"] == coerced == 1
         await close_and_check(h)
