@@ -342,7 +342,7 @@ class _Overclaims(SampleAgent):
         return InitializeResponse(protocol_version=protocol_version, agent_capabilities=caps)
 
 
-def test_compat_sdk_agent_decides_capabilities_server_only_removes_unimplemented(run: Any) -> None:
+def test_compat_sdk_agent_decides_capabilities_passed_through_as_on_the_sdk(run: Any) -> None:
     async def body() -> None:
         quiet = Harness(wrap_sdk_agent(_Loader()))
         caps = (await quiet.initialize())["agentCapabilities"]
@@ -359,8 +359,15 @@ def test_compat_sdk_agent_decides_capabilities_server_only_removes_unimplemented
         await close_and_check(h)
 
         over = Harness(wrap_sdk_agent(_Overclaims()))
-        caps = (await over.initialize())["agentCapabilities"]
-        assert "loadSession" not in caps and "list" not in caps.get("sessionCapabilities", {})
+        answer = await over.initialize()
+        # As the SDK's runtime: the agent's answer unchanged (no authMethods added, overclaims kept) ...
+        assert answer == {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": True, "sessionCapabilities": {"list": {}}},
+        }
+        # ... and what it overclaims answers the SDK's -32601.
+        resp = await over.call("session/load", {"sessionId": "old-1", "cwd": "/tmp", "mcpServers": []})
+        assert resp["error"] == {"code": -32601, "message": "Method not found", "data": {"method": "session/load"}}
         await close_and_check(over)
 
     run(body())
