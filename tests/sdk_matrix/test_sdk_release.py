@@ -632,6 +632,7 @@ def test_matrix_bad_requests_answered_as_the_releases_own_runtime(run: Any) -> N
             ("session/prompt", lambda sid: {"sessionId": sid, "prompt": [{"type": "text"}]}),  # no text
             ("session/new", {"cwd": 5, "mcpServers": []}),
             ("session/new", ["not", "an", "object"]),
+            ("_no/such_extension", {}),  # the agent defines no ext_method
             ("session/prompt", lambda sid: prompt_params(sid, "echo")),  # still serving
         ]
         sdk_answers = await _raw_answers(SdkConnection, _PlainAgent(), requests)
