@@ -5,7 +5,8 @@
 path, session_id)`` and ``create_terminal(command, session_id, args, cwd, env,
 ...)``; 0.11 on put ``session_id`` first. An agent pinned to either calls
 positionally (kimi-cli on 0.8 does), so each call here is made both ways and
-the request the client receives is checked. The orders are written out here,
+the request the client receives is checked (the terminal calls, ``session_update``
+and ``ext_method``, whose order no release changed, too). The orders are written out here,
 not read from the SDK, so a wrong derivation in compat fails the test.
 """
 
@@ -108,6 +109,16 @@ def test_client_calls_take_the_releases_positional_order_and_keywords(run: Any) 
             for call in (partial(fn, sid, "t1"), partial(fn, terminal_id="t1", session_id=sid)):
                 params, _ = await _sent(h, method, call, answer)
                 assert params == {"sessionId": sid, "terminalId": "t1"}
+        conn = agent.conn
+        by_keyword = partial(conn.ext_method, params={"n": 1}, method="x/ping")
+        for call in (partial(conn.ext_method, "x/ping", {"n": 1}), by_keyword):
+            params, result = await _sent(h, "_x/ping", call, {"pong": True})
+            assert params == {"n": 1} and result == {"pong": True}
+        update = agent.text_update("hi")
+        await conn.session_update(sid, update)
+        await conn.session_update(update=update, session_id=sid)
+        first, second = await h.wait_for(lambda: h.updates(sid) if len(h.updates(sid)) == 2 else None)
+        assert first == second and first["update"]["content"]["text"] == "hi"
         await close_and_check(h)
 
     run(body())
