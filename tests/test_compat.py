@@ -24,6 +24,7 @@ from acp.schema import (
     TextContentBlock,
 )
 
+from acp_fast.agent.base import Agent
 from acp_fast.compat import SdkClient, wrap_sdk_agent
 from tests.helpers import Harness, close_and_check, prompt_params
 from tests.interop.sdk_sample_agent import SampleAgent
@@ -342,7 +343,7 @@ class _Overclaims(SampleAgent):
         return InitializeResponse(protocol_version=protocol_version, agent_capabilities=caps)
 
 
-def test_compat_sdk_agent_decides_capabilities_server_only_removes_unimplemented(run: Any) -> None:
+def test_compat_sdk_agent_decides_capabilities_passed_through_as_on_the_sdk(run: Any) -> None:
     async def body() -> None:
         quiet = Harness(wrap_sdk_agent(_Loader()))
         caps = (await quiet.initialize())["agentCapabilities"]
@@ -359,8 +360,15 @@ def test_compat_sdk_agent_decides_capabilities_server_only_removes_unimplemented
         await close_and_check(h)
 
         over = Harness(wrap_sdk_agent(_Overclaims()))
-        caps = (await over.initialize())["agentCapabilities"]
-        assert "loadSession" not in caps and "list" not in caps.get("sessionCapabilities", {})
+        answer = await over.initialize()
+        # As the SDK's runtime: the agent's answer unchanged (no authMethods added, overclaims kept) ...
+        assert answer == {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": True, "sessionCapabilities": {"list": {}}},
+        }
+        # ... and what it overclaims answers the SDK's -32601.
+        resp = await over.call("session/load", {"sessionId": "old-1", "cwd": "/tmp", "mcpServers": []})
+        assert resp["error"] == {"code": -32601, "message": "Method not found", "data": {"method": "session/load"}}
         await close_and_check(over)
 
     run(body())
@@ -458,5 +466,27 @@ def test_compat_each_request_gets_its_own_wire_params(run: Any) -> None:
         await strict.initialize()
         assert (await strict.call("session/new", {"cwd": "rel/dir", "mcpServers": []}))["error"]["code"] == -32602
         await close_and_check(strict)
+
+    run(body())
+
+
+class _NativeEcho(Agent):
+    """A native acp_fast agent: the SDK's error shapes are compat's only, never a native agent's."""
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> None:
+        return None
+
+
+def test_native_agents_keep_acp_fasts_own_errors_and_initialize(run: Any) -> None:
+    async def body() -> None:
+        h = Harness(_NativeEcho())
+        assert (await h.initialize())["authMethods"] == []
+        sid = await h.new_session()
+        unknown = (await h.call("no/such_method", {}))["error"]
+        assert unknown["message"] == "Method not found: no/such_method"
+        assert unknown["data"] == {"method": "no/such_method"}
+        bad = (await h.call("session/prompt", {"sessionId": sid}))["error"]
+        assert bad["code"] == -32602 and bad["data"] == {"field": "prompt"} and "prompt" in bad["message"]
+        await close_and_check(h)
 
     run(body())

@@ -468,7 +468,8 @@ class AgentServer:
             client_capabilities=caps,
             client_info=kw["client_info"],
         )
-        return result
+        finish = getattr(self.agent, "finish_initialize", None)  # an adapter (compat) may keep its agent's answer
+        return finish(result) if finish is not None else result
 
     async def _authenticate(self, kw: Kwargs) -> dict[str, Any]:
         result = await self.agent.authenticate(**self.fit("authenticate", kw))

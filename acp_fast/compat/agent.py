@@ -17,6 +17,7 @@ and its traceback goes to the log only.
 from __future__ import annotations
 
 import contextvars
+import copy
 import inspect
 import json
 import logging
@@ -101,7 +102,8 @@ def call_kwargs(obj: BaseModel, fields: tuple[str, ...]) -> Kwargs:
 
 
 def _validation_error(exc: ValidationError) -> InvalidParams:
-    err = InvalidParams(data={"errors": json.loads(exc.json(include_url=False, include_context=False))})
+    """-32602 as the SDK sends it: "Invalid params", ``data: {"errors": exc.errors()}`` (url, ctx and all)."""
+    err = InvalidParams(data={"errors": json.loads(exc.json())})
     err.__cause__ = exc
     return err
 
@@ -137,6 +139,20 @@ async def invoke(call: Callable[[], Awaitable[Any]], what: str) -> Any:
         raise
     except Exception as exc:
         raise internal_error(exc, what) from exc
+
+
+def method_not_found(method: str) -> MethodNotFound:
+    """-32601 as the SDK's ``RequestError.method_not_found`` words it: no method in the message, only in data."""
+    return MethodNotFound(data={"method": method})
+
+
+def parse(route: RouteInfo, wire: Any) -> BaseModel:
+    """``wire`` as the release's request model; a failure is the SDK's -32602."""
+    assert route.validator is not None
+    try:
+        return route.validator(wire)
+    except ValidationError as exc:
+        raise _validation_error(exc) from exc
 
 
 def validate(model: type[M], wire: Any) -> M:
@@ -189,12 +205,8 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
     """Validate ``wire`` with the release's model and call the agent as its router would."""
     fn, legacy = resolve(sdk_agent, route.attr)
     if fn is None:
-        raise MethodNotFound(f"Method not found: {route.method}", {"method": route.method})
-    assert route.validator is not None
-    try:
-        request = route.validator(wire)
-    except ValidationError as exc:
-        raise _validation_error(exc) from exc
+        raise method_not_found(route.method)
+    request = parse(route, wire)
     if legacy:
         name = getattr(fn, "__name__", route.attr)
         warnings.warn(
@@ -251,6 +263,20 @@ def _forwarder(route: RouteInfo) -> Callable[..., Awaitable[Any]]:
     return forward
 
 
+def _keeping_initialize(route: RouteInfo) -> Callable[..., Awaitable[Any]]:
+    """The initialize forwarder, keeping the agent's own answer for ``finish_initialize``; the server
+    shapes a copy, so what the agent returned stays as it was."""
+    forward = _forwarder(route)
+
+    async def initialize(self: SdkAgent, **kwargs: Any) -> Any:
+        self.initialize_answer = await forward(self, **kwargs)
+        return copy.deepcopy(self.initialize_answer)
+
+    initialize.__name__ = initialize.__qualname__ = "initialize"
+    initialize.__doc__ = forward.__doc__
+    return initialize
+
+
 async def _ext_method(self: SdkAgent, method: str, params: dict[str, Any]) -> Any:
     fn = self.sdk_agent.ext_method
     # The SDK hands extension handlers the name without its leading underscore.
@@ -263,7 +289,7 @@ async def _ext_notification(self: SdkAgent, method: str, params: dict[str, Any])
 
 
 async def _no_new_session(self: SdkAgent, **kwargs: Any) -> Any:
-    raise MethodNotFound("Method not found: session/new", {"method": "session/new"})
+    raise method_not_found("session/new")
 
 
 def _warn_gated(method: str) -> None:
@@ -294,8 +320,12 @@ class SdkAgent(Agent):
     gated: frozenset[str] = frozenset()
     #: Unstable notifications likewise: a UserWarning, and dropped.
     gated_notifications: frozenset[str] = frozenset()
+    #: Every request the SDK's router would hand this agent (the release routes it, the agent defines it).
+    served: dict[str, RouteInfo] = {}
 
     def __init__(self, sdk_agent: Any, sdk_client: SdkClient, strict: bool = False) -> None:
+        #: What the agent's ``initialize`` last answered, before the server shaped it.
+        self.initialize_answer: Any = None
         self.sdk_agent = sdk_agent
         self.sdk_client = sdk_client
         self.strict = strict
@@ -329,9 +359,14 @@ class SdkAgent(Agent):
             params["protocolVersion"] = validate(ROUTES["initialize"].models[0], params).protocol_version  # type: ignore[attr-defined]
         if req.method in self.gated:
             _warn_gated(req.method)
-            raise MethodNotFound(f"Method not found: {req.method}", {"method": req.method})
+            raise method_not_found(req.method)
+        if not self._serves(req.method):  # the SDK's router has no handler for it
+            raise method_not_found(req.method)
         server = self.server
         route = self.extra_routes.get(req.method)
+        own = self.served.get(req.method)
+        if route is None and own is not None and (server is None or server.context.initialized):
+            parse(own, params)  # bad params: the SDK's -32602, not the server's own wording
         if route is not None:
             if self.strict and server is not None and not server.context.initialized:
                 raise InvalidRequest(f"Invalid request: {req.method} before initialize")
@@ -355,6 +390,33 @@ class SdkAgent(Agent):
         if isinstance(sid, str) and server.sessions.find(sid) is None:
             server.sessions.add(Session(sid, "", None))  # bounded by max_sessions like any other
         return False
+
+    def _serves(self, method: str) -> bool:
+        """Whether the SDK's router would hand ``method`` to this agent. mcp/* stay with acp_fast's
+        bridge, and ``initialize`` is answered by the server for an agent that does not define it."""
+        if method in self.served or method == "initialize" or method.startswith("mcp/"):
+            return True
+        return method.startswith("_") and sdk_defines(self.sdk_agent, "ext_method")
+
+    def finish_initialize(self, served: dict[str, Any]) -> dict[str, Any]:
+        """The ``initialize`` answer as the agent returned it (the server's hook for adapters).
+
+        The SDK's runtime passes the agent's result through; so does compat, adding only what
+        the runtime itself provides: ``protocolVersion`` when the agent left it out (a required
+        field), and ``mcpCapabilities.acp`` when acp_fast's MCP bridge serves ``mcp/*``. An agent
+        without ``initialize`` gets the server's own answer, built from what it implements.
+        """
+        returned = self.initialize_answer
+        if not self.decides_capabilities or not isinstance(returned, dict):
+            return served
+        answer = copy.deepcopy(returned)
+        answer.setdefault("protocolVersion", served["protocolVersion"])
+        server = self.server
+        if server is not None and server.mcp.enabled:
+            caps = dict(answer.get("agentCapabilities") or {})
+            caps["mcpCapabilities"] = {**(caps.get("mcpCapabilities") or {}), "acp": True}
+            answer["agentCapabilities"] = caps
+        return answer
 
     async def _notification(self, note: Notification) -> bool:
         """Notifications the SDK routes and acp_fast's server does not: awaited in order, never answered."""
@@ -436,6 +498,9 @@ def wrap_sdk_agent(
     }
     namespace["extra_routes"] = {m: r for m, r in requests.items() if m not in _CORE_REQUESTS}
     namespace["extra_notifications"] = {m: r for m, r in notes.items() if m != "session/cancel"}
+    if "initialize" in requests:
+        namespace["initialize"] = _keeping_initialize(requests["initialize"])
+    namespace["served"] = dict(requests)
     namespace["gated"] = frozenset(gated["request"])
     namespace["gated_notifications"] = frozenset(gated["notification"])
     if "session/cancel" in notes:

@@ -15,6 +15,7 @@ send them).
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +25,7 @@ from acp.exceptions import RequestError
 from pydantic import BaseModel, TypeAdapter
 
 from ..wire.errors import AcpError, ConnectionClosed
-from .release import model
+from .release import client_call_signature, model
 
 if TYPE_CHECKING:
     from ..agent.client_handle import Client
@@ -71,6 +72,35 @@ def _one_model(request: type[BaseModel] | None) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+def _release_order(fn: F) -> F:
+    """Take the arguments in the installed release's order and names, positional or keyword.
+
+    The parameters are bound to the release's own ``AgentSideConnection`` signature (which
+    raises ``TypeError`` as there for a call it would refuse) and passed on by name, so an
+    agent written for 0.8 (``request_permission(options, session_id, tool_call)``) and one
+    for 0.12 (``(session_id, tool_call, options)``) both reach the client with the same
+    request. A method the release lacks keeps compat's own signature.
+    """
+    sig = client_call_signature(fn.__name__)
+    if sig is None:
+        return fn
+    kinds = {name: p.kind for name, p in sig.parameters.items()}
+
+    @functools.wraps(fn)
+    def call(self: SdkClient, *args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(self, *args, **kwargs)
+        named: dict[str, Any] = {}
+        for name, value in list(bound.arguments.items())[1:]:
+            if kinds[name] is inspect.Parameter.VAR_KEYWORD:
+                named.update(value)
+            else:
+                named[name] = value
+        return fn(self, **named)
+
+    call.__signature__ = sig  # type: ignore[attr-defined]
+    return call  # type: ignore[return-value]
 
 
 class RawConnection:
@@ -149,12 +179,14 @@ class SdkClient:
         return await self._call(lambda: peer.send_request(method, params))
 
     @_one_model(S.SessionNotification)
+    @_release_order
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         note = _params(S.SessionNotification(session_id=session_id, update=update, field_meta=kwargs or None))
         client = self.client
         await self._call(lambda: client.session_update(note["sessionId"], note["update"], field_meta=note.get("_meta")))
 
     @_one_model(S.RequestPermissionRequest)
+    @_release_order
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
         req = S.RequestPermissionRequest(
             session_id=session_id, tool_call=tool_call, options=options, field_meta=kwargs or None
@@ -162,6 +194,7 @@ class SdkClient:
         return S.RequestPermissionResponse.model_validate(await self._request("session/request_permission", req))
 
     @_one_model(S.ReadTextFileRequest)
+    @_release_order
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> Any:
@@ -169,11 +202,13 @@ class SdkClient:
         return S.ReadTextFileResponse.model_validate(await self._request("fs/read_text_file", req))
 
     @_one_model(S.WriteTextFileRequest)
+    @_release_order
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
         req = S.WriteTextFileRequest(session_id=session_id, path=path, content=content, field_meta=kwargs or None)
         return _optional(S.WriteTextFileResponse, await self._request("fs/write_text_file", req))
 
     @_one_model(S.CreateTerminalRequest)
+    @_release_order
     async def create_terminal(
         self,
         session_id: str,
@@ -196,26 +231,31 @@ class SdkClient:
         return S.CreateTerminalResponse.model_validate(await self._request("terminal/create", req))
 
     @_one_model(S.TerminalOutputRequest)
+    @_release_order
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         req = S.TerminalOutputRequest(session_id=session_id, terminal_id=terminal_id, field_meta=kwargs or None)
         return S.TerminalOutputResponse.model_validate(await self._request("terminal/output", req))
 
     @_one_model(S.ReleaseTerminalRequest)
+    @_release_order
     async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         req = S.ReleaseTerminalRequest(session_id=session_id, terminal_id=terminal_id, field_meta=kwargs or None)
         return _optional(S.ReleaseTerminalResponse, await self._request("terminal/release", req))
 
     @_one_model(S.WaitForTerminalExitRequest)
+    @_release_order
     async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         req = S.WaitForTerminalExitRequest(session_id=session_id, terminal_id=terminal_id, field_meta=kwargs or None)
         return S.WaitForTerminalExitResponse.model_validate(await self._request("terminal/wait_for_exit", req))
 
     @_one_model(_KILL_REQUEST)
+    @_release_order
     async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         assert _KILL_REQUEST is not None
         req = _KILL_REQUEST(session_id=session_id, terminal_id=terminal_id, field_meta=kwargs or None)
         return _optional(_KILL_RESPONSE, await self._request("terminal/kill", req))
 
+    @_release_order
     async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
         """elicitation/create (releases from 0.10 on)."""
         if _ELICITATION_RESPONSE is None:
@@ -228,6 +268,7 @@ class SdkClient:
             result = await self._request("elicitation/create", request)
         return _ELICITATION_RESPONSE.validate_python(result)
 
+    @_release_order
     async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
         """elicitation/complete (releases from 0.10 on)."""
         note_model = model("CompleteElicitationNotification")
@@ -240,17 +281,20 @@ class SdkClient:
         else:
             await self._conn.send_notification("elicitation/complete", note)
 
+    @_release_order
     async def connect_mcp(self, server_id: str, **kwargs: Any) -> Any:
         """mcp/connect to an MCP server the client provides over ACP (releases from 1.0 on)."""
         req = _mcp_model("ConnectMcpRequest")(server_id=server_id, field_meta=kwargs or None)
         return _mcp_model("ConnectMcpResponse").model_validate(await self._request("mcp/connect", req))
 
+    @_release_order
     async def disconnect_mcp(self, connection_id: str, **kwargs: Any) -> Any:
         """mcp/disconnect (1.0 on); a non-object answer reads as the empty response, as in the SDK."""
         req = _mcp_model("DisconnectMcpRequest")(connection_id=connection_id, field_meta=kwargs or None)
         answer = await self._request("mcp/disconnect", req)
         return _mcp_model("DisconnectMcpResponse").model_validate(answer if isinstance(answer, dict) else {})
 
+    @_release_order
     async def mcp_message(
         self, connection_id: str, method: str, params: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
@@ -260,6 +304,7 @@ class SdkClient:
         )
         return await self._request("mcp/message", req)
 
+    @_release_order
     async def notify_mcp(
         self, connection_id: str, method: str, params: dict[str, Any] | None = None, **kwargs: Any
     ) -> None:
@@ -269,9 +314,11 @@ class SdkClient:
         )
         await self._conn.send_notification("mcp/message", _params(note))
 
+    @_release_order
     async def ext_method(self, method: str, params: dict[str, Any]) -> Any:
         return await self._conn.send_request(f"_{method}", params)
 
+    @_release_order
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         await self._conn.send_notification(f"_{method}", params)
 

@@ -27,6 +27,7 @@ from typing import Any, get_args
 
 try:
     from acp import schema as S
+    from acp.agent.connection import AgentSideConnection as SdkAgentSideConnection
     from acp.agent.router import build_agent_router
     from acp.interfaces import Agent as SdkAgentProtocol
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -193,6 +194,22 @@ ROUTES: dict[str, RouteInfo] = {**NOTIFICATION_ROUTES, **REQUEST_ROUTES}
 UNSTABLE_ATTRS: frozenset[str] = frozenset(
     r.attr for r in (*REQUEST_ROUTES.values(), *NOTIFICATION_ROUTES.values()) if r.unstable
 )
+
+
+def client_call_signature(name: str) -> inspect.Signature | None:
+    """The signature the installed release gives the agent's ``conn.<name>(...)`` call, or None.
+
+    Releases reordered the positional parameters (0.8 to 0.10: ``request_permission(options,
+    session_id, tool_call)``; 0.11 on: ``(session_id, tool_call, options)``), so agents calling
+    positionally bind only when compat takes the order from the release itself.
+    """
+    method = getattr(SdkAgentSideConnection, name, None)
+    if method is None or not callable(method):
+        return None
+    try:
+        return inspect.signature(method)
+    except (TypeError, ValueError):  # pragma: no cover - a release whose method has no signature
+        return None
 
 
 def describe() -> dict[str, Any]:

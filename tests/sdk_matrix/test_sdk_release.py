@@ -1,6 +1,6 @@
 """acp_fast.compat against the installed SDK release, with an agent written for that release's API.
 
-Run by ``.ci/sdk-matrix`` once per release (0.8.0, 0.10.1, 0.12.1, 1.0.0rc3), each in its
+Run by ``.ci/sdk-matrix`` once per release (0.8.0, 0.9.0, 0.10.1, 0.11.1, 0.12.1, 1.0.0rc3), each in its
 own venv; the main suite runs it against the pinned test release. Every cell
 of the matrix in docs/MIGRATION.md names the test here that backs it.
 """
@@ -20,9 +20,12 @@ from pydantic import ValidationError
 from acp_fast.compat import SDK_VERSION, AgentSideConnection, wrap_sdk_agent
 from acp_fast.compat.release import NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES
 from tests.helpers import Harness, close_and_check, prompt_params
+from tests.sdk_matrix import common
 
 RELEASE = f"{SDK_VERSION[0]}.{SDK_VERSION[1]}"
-_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_8", "0.10": "agent_0_10", "0.11": "agent_0_10"}
+#: 0.9 routes what 0.10 does and 0.11 what 0.12 does (read from their routers): they share those agents.
+_SAME_API = {"0.9": "0.10", "0.11": "0.12"}
+_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_10", "0.10": "agent_0_10", "0.11": "agent_0_12"}
 _AGENT_MODULE = "agent_1_0" if SDK_VERSION[0] >= 1 else _AGENT_MODULES.get(RELEASE, "agent_0_12")
 release_agent = importlib.import_module(f"tests.sdk_matrix.{_AGENT_MODULE}")
 ReleaseAgent = release_agent.ReleaseAgent
@@ -149,7 +152,8 @@ def _text_updates(h: Harness, sid: str) -> list[str]:
 
 
 def test_matrix_detects_the_releases_routes() -> None:
-    key = RELEASE if RELEASE in EXPECTED_ROUTES else ("1.0" if SDK_VERSION[0] >= 1 else "0.12")
+    key = _SAME_API.get(RELEASE, RELEASE)
+    key = key if key in EXPECTED_ROUTES else ("1.0" if SDK_VERSION[0] >= 1 else "0.12")
     methods, unstable = EXPECTED_ROUTES[key]
     assert set(REQUEST_ROUTES) | set(NOTIFICATION_ROUTES) == methods
     routes = (*REQUEST_ROUTES.values(), *NOTIFICATION_ROUTES.values())
@@ -309,14 +313,14 @@ def test_matrix_string_protocol_version_accepted_as_the_sdk_does(run: Any) -> No
         resp = await h.call("initialize", {"protocolVersion": "1"})
         assert resp["result"]["protocolVersion"] == 1
         assert _calls(agent, "initialize") == [{"protocol_version": 1}]
-        # A date string (as some clients send): 0.10 on read it as 1, 0.8's plain int field refuses it.
+        # A date string (as some clients send): 0.10 on read it as 1, 0.8's and 0.9's plain int field refuse it.
         try:
             coerced: int | None = InitializeRequest.model_validate({"protocolVersion": "2024-11-05"}).protocol_version
         except ValidationError:
             coerced = None
         dated = await h.call("initialize", {"protocolVersion": "2024-11-05"})
         if coerced is None:
-            assert dated["error"]["code"] == -32602 and RELEASE == "0.8"
+            assert dated["error"]["code"] == -32602 and RELEASE in ("0.8", "0.9")
         else:
             assert dated["result"]["protocolVersion"] == coerced == 1
         await close_and_check(h)
@@ -542,33 +546,46 @@ def test_matrix_a_1x_agent_talks_mcp_over_acp_to_the_client(run: Any) -> None:
     run(body())
 
 
-async def _raw_prompt_answers(make_connection: Any, agent: Any) -> list[Any]:
-    """Drive ``agent`` through ``make_connection(agent, writer, reader)`` with raw JSON lines; the answers."""
+#: A request whose params are ``None`` here is a prompt on the session ``session/new`` opened.
+RawRequest = tuple[str, Any]
+
+
+async def _raw_answers(make_connection: Any, agent: Any, requests: list[RawRequest]) -> list[Any]:
+    """Drive ``agent`` through ``make_connection(agent, writer, reader)`` with raw JSON lines: each
+    request's ``result``, or its whole ``error`` object."""
     import json
 
     async with _socket_pair() as (sr, sw, cr, cw):
         conn = make_connection(agent, sw, sr)
         sid_holder: list[str] = []
-        requests = [
-            ("initialize", {"protocolVersion": 1}),
-            ("session/new", {"cwd": "/tmp", "mcpServers": []}),
-            ("session/prompt", None),
-        ]
         answers: list[Any] = []
         for rid, (method, params) in enumerate(requests, 1):
             if params is None:  # a field some releases declare (0.10: messageId) and one no schema has
                 params = {**prompt_params(sid_holder[0], "echo"), "messageId": "m-1", "noSchemaHasThis": 7}
+            elif callable(params):
+                params = params(sid_holder[0])
             cw.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
             await cw.drain()
             while True:
                 msg = json.loads(await cr.readline())
                 if msg.get("id") == rid and "method" not in msg:
                     break
-            answers.append(msg.get("result", msg.get("error")))
-            if method == "session/new":
+            answers.append(msg["result"] if "result" in msg else msg.get("error"))
+            if method == "session/new" and "result" in msg:
                 sid_holder.append(msg["result"]["sessionId"])
         await conn.close()
     return answers
+
+
+_PROMPT_RUN: list[RawRequest] = [
+    ("initialize", {"protocolVersion": 1}),
+    ("session/new", {"cwd": "/tmp", "mcpServers": []}),
+    ("session/prompt", None),
+]
+
+
+async def _raw_prompt_answers(make_connection: Any, agent: Any) -> list[Any]:
+    return await _raw_answers(make_connection, agent, _PROMPT_RUN)
 
 
 def test_matrix_declared_prompt_fields_reach_the_agent_on_both_runtimes(run: Any) -> None:
@@ -579,7 +596,7 @@ def test_matrix_declared_prompt_fields_reach_the_agent_on_both_runtimes(run: Any
         on_sdk, on_compat = ReleaseAgent(), ReleaseAgent()
         sdk_answers = await _raw_prompt_answers(SdkConnection, on_sdk)
         compat_answers = await _raw_prompt_answers(AgentSideConnection, on_compat)
-        assert compat_answers[2] == sdk_answers[2]  # the prompt's (initialize differs: authMethods defaults to [])
+        assert compat_answers == sdk_answers
         ((sdk_call,), (compat_call,)) = (_calls(on_sdk, "prompt"), _calls(on_compat, "prompt"))
         assert set(compat_call) == set(sdk_call)
         assert "no_schema_has_this" not in compat_call and "noSchemaHasThis" not in compat_call
@@ -588,5 +605,44 @@ def test_matrix_declared_prompt_fields_reach_the_agent_on_both_runtimes(run: Any
             assert compat_answers[2] == {"stopReason": "end_turn", "userMessageId": "m-1"}
         else:
             assert "message_id" not in compat_call and compat_answers[2] == {"stopReason": "end_turn"}
+
+    run(body())
+
+
+class _PlainAgent(common.RecordingAgent):
+    """The release agent's methods without the ``acp.Agent`` protocol's stubs: what it lacks, it lacks
+    on both runtimes (a stub the SDK would run is compat's -32601: see MIGRATION)."""
+
+    text_update = ReleaseAgent.text_update
+
+
+def test_matrix_bad_requests_answered_as_the_releases_own_runtime(run: Any) -> None:
+    """The same bad requests to the SDK's runtime and to compat: the same error objects (code,
+    message, data), and ``initialize`` answered as the agent returned it (no ``authMethods`` added)."""
+
+    async def body() -> None:
+        from acp.core import AgentSideConnection as SdkConnection
+
+        requests: list[RawRequest] = [
+            ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
+            ("session/new", {"cwd": "/tmp", "mcpServers": []}),
+            ("no/such_method", {}),
+            ("session/load", {"sessionId": "s1", "cwd": "/tmp", "mcpServers": []}),  # the agent lacks it
+            ("session/prompt", lambda sid: {"sessionId": sid}),  # no prompt
+            ("session/prompt", lambda sid: {"sessionId": sid, "prompt": [{"type": "text"}]}),  # no text
+            ("session/new", {"cwd": 5, "mcpServers": []}),
+            ("session/new", ["not", "an", "object"]),
+            ("_no/such_extension", {}),  # the agent defines no ext_method
+            ("session/prompt", lambda sid: prompt_params(sid, "echo")),  # still serving
+        ]
+        sdk_answers = await _raw_answers(SdkConnection, _PlainAgent(), requests)
+        compat_answers = await _raw_answers(AgentSideConnection, _PlainAgent(), requests)
+        differ = [(m, a, b) for (m, _), a, b in zip(requests, sdk_answers, compat_answers, strict=True) if a != b]
+        assert differ == []
+        assert "authMethods" not in compat_answers[0]
+        unknown = {"code": -32601, "message": "Method not found", "data": {"method": "no/such_method"}}
+        assert compat_answers[2] == unknown
+        assert compat_answers[4]["message"] == "Invalid params" and compat_answers[4]["data"]["errors"]
+        assert compat_answers[-1] == {"stopReason": "end_turn"}
 
     run(body())
