@@ -659,9 +659,14 @@ class Connection:
         self.feed_eof(None)
 
     def _fail_pending(self) -> None:
+        """Settle every outgoing request as failed; a result callback that cannot be spawned is
+        logged and skipped, never raised into the shutdown (R14)."""
         pending, self._pending = self._pending, {}
         for p in pending.values():
-            p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
+            try:
+                p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
+            except Exception as exc:
+                log.warning("result callback of %r (id %s) not run at shutdown: %s", p.method, p.id, exc)
 
     async def _shutdown(self) -> None:
         """Cancel, grace, abort, join, then a bounded flush (R13, R14).
@@ -682,16 +687,28 @@ class Connection:
         for hook in self._shutdown_hooks:
             await self._run_shutdown_hook(hook, hooks_end)
         self._fail_pending()
+        try:
+            await self._join_spawned(grace_end, join_end)
+        except Exception:
+            log.exception("joining spawned tasks at shutdown failed")
+        for incoming in list(self._incoming.values()):
+            try:
+                incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
+            except Exception:
+                log.exception("answering %r at shutdown failed", incoming)
+        try:
+            await self.writer.close()
+        except Exception:
+            log.exception("closing the writer at shutdown failed")
+        self._set_state(State.CLOSED)
+
+    async def _join_spawned(self, grace_end: float, join_end: float) -> None:
         if self._spawned:
             _, alive = await asyncio.wait(set(self._spawned), timeout=_left(self.loop, grace_end))
             for task in alive:
                 task.cancel()
             if alive:
                 await asyncio.wait(alive, timeout=_left(self.loop, join_end))
-        for incoming in list(self._incoming.values()):
-            incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
-        await self.writer.close()
-        self._set_state(State.CLOSED)
 
     async def _run_shutdown_hook(self, hook: ShutdownHook, deadline: float) -> None:
         """One hook, bounded; whatever it raises is logged and the shutdown goes on.
