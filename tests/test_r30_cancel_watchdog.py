@@ -11,6 +11,7 @@ abort path's answer as the last message of its turn (R05).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -250,3 +251,44 @@ def test_r14_over_a_pipe_shutdown_runs_every_step_when_a_result_callback_cannot_
         assert _texts(seen + agent.no_more_output(), sid) == []
         assert "not run at shutdown" in agent.stderr
         assert "Traceback" not in agent.stderr
+
+
+def test_r30_compat_sdk_agent_ignoring_its_cancel_is_answered_and_muted(run: Any) -> None:
+    """The same watchdog serves an agent written on the official SDK (one mechanism)."""
+    from acp import PromptResponse, text_block, update_agent_message
+
+    from acp_fast.compat import wrap_sdk_agent
+    from tests.interop.sdk_sample_agent import SampleAgent
+
+    class Stubborn(SampleAgent):
+        async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+            conn = self._client()
+            await conn.session_update(session_id, update_agent_message(text_block("started")))
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                await conn.session_update(session_id, update_agent_message(text_block("after cancel")))
+            await self.release.wait()
+            await conn.session_update(session_id, update_agent_message(text_block("late")))
+            return PromptResponse(stop_reason="end_turn")
+
+    async def body() -> None:
+        sample = Stubborn()
+        h = Harness(wrap_sdk_agent(sample), limits=Limits(cancel_grace_s=0.01))
+        await h.initialize()
+        sid = await h.new_session()
+        pid = h.request("session/prompt", prompt_params(sid, "go"))
+        await h.wait_for(lambda: _texts(h.messages, sid))
+        h.notify("session/cancel", {"sessionId": sid})
+        answer = await h.response(pid)
+        assert answer["result"] == {"stopReason": "cancelled"}, answer
+        [job] = h.server.pool.jobs()
+        assert job.detached and not job.task.done()
+        sample.release.set()
+        await job.task
+        at = h.messages.index(answer)
+        assert _texts(h.messages[:at], sid) == ["started", "after cancel"]
+        assert _texts(h.messages[at + 1 :], sid) == [] and h.conn.dropped_late == 1
+        await close_and_check(h)
+
+    run(body())
