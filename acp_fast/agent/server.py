@@ -335,10 +335,13 @@ class AgentServer:
     def _turn_timed_out(self, job: Job) -> None:
         """A turn ran past ``max_turn_s``: cancelled as a ``session/cancel`` would (R30)."""
         session = job.session
-        if session is not None and session.turn is job:
-            self._cancel_session(session.id, reason="max_turn_s (timeout)")
-        else:
+        if session is None or session.turn is not job:
             job.cancel("max_turn_s (timeout)")
+            return
+        try:
+            self._cancel_session(session.id, reason="max_turn_s (timeout)")
+        except ServerBusy as exc:  # the turn is cancelled; only the agent's cancel hook could not be spawned
+            log.warning("cancel hook for session %r not run after its timeout: %s", session.id, exc.message)
 
     def _cancel_request(self, request_id: str | int) -> None:
         job = self.pool.get(request_id)

@@ -117,7 +117,8 @@ class Session:
 
     def begin_turn(self, job: RunningTurn) -> CancelToken:
         """Reserve the prompt slot and this turn's token, before the task exists."""
-        self.check_free()
+        if self.slot is SlotState.RUNNING:
+            self.check_free()
         self.slot = SlotState.RUNNING
         self.turn = job
         self.last_active = time.monotonic()
