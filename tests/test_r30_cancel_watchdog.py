@@ -62,7 +62,7 @@ def test_r30_r10_ignored_cancel_is_answered_and_the_rest_of_the_turn_dropped(
             at = h.messages.index(answer)
             assert _texts(h.messages[:at], sid) == ["started", "after cancel"]  # R05: sent before, written before
             [job] = h.server.pool.jobs()
-            assert job.detached and job.task is not None and not job.task.done()
+            assert job.orphaned and job.task is not None and not job.task.done()
             busy = await h.call("session/prompt", prompt_params(sid, "quick"))
             assert busy["error"]["code"] == -32000, busy
             assert "still finishing its cancellation" in busy["error"]["message"], busy
@@ -103,7 +103,7 @@ def test_r30_cooperative_cancel_arms_and_disarms_the_watchdog_and_answers_as_bef
         agent.unblock()  # the body ends on its own, well within the grace
         answer = await h.response(pid)
         assert answer["result"] == {"stopReason": "cancelled"}
-        assert job.timer is None and not job.detached and h.conn.dropped_late == 0
+        assert job.timer is None and not job.orphaned and h.conn.dropped_late == 0
         at = h.messages.index(answer)
         assert _texts(h.messages[:at], sid) == ["started", "after cancel", "late", "finally"]
         await close_and_check(h)
@@ -175,7 +175,7 @@ def test_r13_r14_r05_eof_with_a_stuck_turn_answers_it_last_and_shuts_down(run: A
             at = h.messages.index(answer)
             assert _texts(h.messages[:at], sid) == ["started", "after cancel"]
             assert _texts(h.messages[at + 1 :], sid) == []
-            assert h.conn.dropped_late == 1 and job.detached  # the finally's update
+            assert h.conn.dropped_late == 1 and job.orphaned  # the finally's update
             assert h.conn.state is State.CLOSED
         finally:
             agent.unblock()
@@ -283,7 +283,7 @@ def test_r30_compat_sdk_agent_ignoring_its_cancel_is_answered_and_muted(run: Any
         answer = await h.response(pid)
         assert answer["result"] == {"stopReason": "cancelled"}, answer
         [job] = h.server.pool.jobs()
-        assert job.detached and not job.task.done()
+        assert job.orphaned and not job.task.done()
         sample.release.set()
         await job.task
         at = h.messages.index(answer)

@@ -291,7 +291,7 @@ class DispatchMachine(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.finishing)))
         rid = self.finishing.pop(sid)
         job = self.h.server.pool.get(rid)
-        assert job is not None and job.detached and job.task is not None
+        assert job is not None and job.orphaned and job.task is not None
         self.agent.release.setdefault(rid, asyncio.Event()).set()
         self._run(job.task)
         assert self.h.server.pool.get(rid) is None and not self.h.server.sessions.get(sid).busy

@@ -57,7 +57,7 @@ class Job:
     __slots__ = (
         "abandoned",
         "aborted",
-        "detached",
+        "orphaned",
         "pool",
         "released",
         "request",
@@ -80,7 +80,7 @@ class Job:
         self.aborted = False
         self.abandoned = False
         #: Answered for by the runtime while its body still runs (R30): what it sends is dropped.
-        self.detached = False
+        self.orphaned = False
         #: The turn timeout before a cancel (``max_turn_s``), the cancel watchdog after it.
         self.timer: asyncio.TimerHandle | None = None
 
@@ -142,18 +142,18 @@ class BackgroundPool:
         self._jobs: dict[str | int, Job] = {}
         self.cancel_grace_s = CANCEL_GRACE_S
         self.max_turn_s = MAX_TURN_S
-        #: Where a detached body's writes are dropped and counted; set by ``bind``.
+        #: Where an orphaned body's writes are dropped and counted; set by ``bind``.
         self._conn: Connection | None = None
         #: How a turn past ``max_turn_s`` is cancelled (the server's session/cancel path).
         self.on_timeout: Callable[[Job], None] = lambda job: job.cancel("max_turn_s")
         #: Shown in the watchdog's warning: whose ``prompt`` it is.
         self.agent_name = "Agent"
         # Detached jobs by task and by turn token, for the connection's drop test (R30).
-        self._detached: dict[asyncio.Task[None], Job] = {}
-        self._detached_tokens: set[CancelToken] = set()
+        self._orphans: dict[asyncio.Task[None], Job] = {}
+        self._orphan_tokens: set[CancelToken] = set()
 
     def bind(self, conn: Connection, agent_name: str, on_timeout: Callable[[Job], None]) -> None:
-        """Take the connection's cancel limits, and where detached bodies' writes are dropped (R30)."""
+        """Take the connection's cancel limits, and where orphaned bodies' writes are dropped (R30)."""
         self._conn = conn
         self.cancel_grace_s = conn.limits.cancel_grace_s
         self.max_turn_s = conn.limits.max_turn_s
@@ -222,7 +222,7 @@ class BackgroundPool:
     def _overdue(self, job: Job) -> None:
         job.timer = None
         task = job.task
-        if job.released or job.detached or task is None or task.done():
+        if job.released or job.orphaned or task is None or task.done():
             return
         log.warning(
             "%s ignored its cancellation (%s) for cancel_grace_s=%.3g s: answered for it; what it still "
@@ -232,7 +232,7 @@ class BackgroundPool:
             self.cancel_grace_s,
             _where(task),
         )
-        self._detach(job)
+        self._orphan(job)
 
     def _describe(self, job: Job) -> str:
         request = job.request
@@ -241,29 +241,29 @@ class BackgroundPool:
             return f"{self.agent_name}.prompt (session/prompt id={request.id!r}, session {job.session.id!r})"
         return f"{request.method} (id={request.id!r})"
 
-    def _detach(self, job: Job) -> None:
+    def _orphan(self, job: Job) -> None:
         """Answer ``job`` as cancelled now and mute its body; its slots stay taken until the task ends."""
-        if job.detached or job.released:
+        if job.orphaned or job.released:
             return
-        job.detached = True
+        job.orphaned = True
         if job.task is not None:
-            self._detached[job.task] = job
-        self._detached_tokens.add(job.token)
+            self._orphans[job.task] = job
+        self._orphan_tokens.add(job.token)
         conn = self._conn
         if conn is not None:
-            conn.drop_if = self._from_detached
+            conn.drop_if = self._from_orphan
         self._answer(job)
 
-    def _from_detached(self) -> bool:
-        """Whether the running code is a detached body (its task, or a task it started in its turn)."""
+    def _from_orphan(self) -> bool:
+        """Whether the running code is an orphaned body (its task, or a task it started in its turn)."""
         try:
             task = asyncio.current_task()
         except RuntimeError:  # no running loop: not a body
             return False
-        if task is not None and task in self._detached:
+        if task is not None and task in self._orphans:
             return True
         turn = _current_turn.get()
-        return turn is not None and turn.token in self._detached_tokens
+        return turn is not None and turn.token in self._orphan_tokens
 
     async def _run(
         self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any], not_started: JobBody | None
@@ -323,11 +323,11 @@ class BackgroundPool:
         session = job.session
         if session is not None:
             session.end_turn(job)
-        if job.detached:
+        if job.orphaned:
             if job.task is not None:
-                self._detached.pop(job.task, None)
-            self._detached_tokens.discard(job.token)
-            if not self._detached and self._conn is not None:
+                self._orphans.pop(job.task, None)
+            self._orphan_tokens.discard(job.token)
+            if not self._orphans and self._conn is not None:
                 self._conn.drop_if = None
         self._answer(job, result, error)
 
@@ -360,7 +360,7 @@ class BackgroundPool:
             if job.task in alive:
                 job.aborted = True
                 log.warning("%s ignored cancellation for %.1f s; aborting it", job, grace_s)
-                self._detach(job)  # answered and muted before the abort reaches its finally (R05)
+                self._orphan(job)  # answered and muted before the abort reaches its finally (R05)
                 assert job.task is not None
                 job.task.cancel("abort")
         _, stuck = await asyncio.wait(alive, timeout=abort_join_s)

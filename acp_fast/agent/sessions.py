@@ -127,7 +127,7 @@ class Session:
     def check_free(self) -> None:
         """Raise PromptInProgress while a turn holds the slot (R07), saying when it is one answered for (R30)."""
         if self.slot is SlotState.RUNNING:
-            if getattr(self.turn, "detached", False):  # answered for, its body still unwinding (R30)
+            if getattr(self.turn, "orphaned", False):  # answered for, its body still unwinding (R30)
                 raise PromptInProgress(
                     f"session {self.id!r}: the previous turn was cancelled and is still finishing its "
                     "cancellation; retry once it has ended"
