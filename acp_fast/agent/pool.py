@@ -148,7 +148,7 @@ class BackgroundPool:
         self.on_timeout: Callable[[Job], None] = lambda job: job.cancel("max_turn_s")
         #: Shown in the watchdog's warning: whose ``prompt`` it is.
         self.agent_name = "Agent"
-        # Detached jobs by task and by turn token, for the connection's drop test (R30).
+        # Orphaned jobs by task and by turn token, for the connection's drop test (R30).
         self._orphans: dict[asyncio.Task[None], Job] = {}
         self._orphan_tokens: set[CancelToken] = set()
 
