@@ -46,6 +46,8 @@ _HELP = {
     "abort_join_s": "seconds to wait for aborted tasks before abandoning them",
     "flush_timeout_s": "seconds the last flush of stdout may take at exit; the rest is dropped (R14)",
     "idle_session_timeout_s": "evict sessions idle this long; 0 disables (R16)",
+    "cancel_grace_s": "seconds a cancelled turn may take to end before it is answered cancelled for it (R30)",
+    "max_turn_s": "cancel a turn running longer than this, as a timeout; 0 disables (R30)",
     "max_connections": "--listen: open connections per process; the next upgrade gets 503",
     "max_sessions_total": "--listen: sessions across all connections of the process",
     "detached_session_timeout_s": "--listen: seconds a dropped socket's sessions wait for session/load; 0 disables",

@@ -16,7 +16,7 @@ import pytest
 from acp_fast.agent.base import Agent
 from acp_fast.peer.connection import State
 from acp_fast.wire.limits import Limits
-from tests.helpers import Harness, close_and_check, prompt_params
+from tests.helpers import ConnectionHarness, Harness, close_and_check, prompt_params
 
 pytestmark = pytest.mark.usefixtures("read_path")
 
@@ -280,5 +280,43 @@ def test_r16_sweep_evicts_nothing_when_idle_cleanup_is_disabled(run: Any) -> Non
         assert h.server.sweep_idle(now=time.monotonic() + 3600.0) == []
         assert sid in h.server.sessions and agent.evicted == []
         await close_and_check(h)
+
+    run(body())
+
+
+def test_r14_shutdown_runs_every_step_when_a_result_callback_cannot_be_spawned(run: Any) -> None:
+    async def body() -> None:
+        h = ConnectionHarness(limits=Limits(max_spawned=1, shutdown_grace_s=0.01, abort_join_s=5.0))
+        held = asyncio.Event()
+        seen: list[Any] = []
+
+        async def holds_the_slot() -> None:
+            held.set()
+            await asyncio.Event().wait()
+
+        async def on_request(req: Any) -> bool:
+            if req.method == "ask":
+                pending = h.conn.send_request("client/thing", {})
+
+                async def on_result(result: Any, error: Any) -> None:
+                    seen.append(error)
+
+                pending.on_result(on_result)
+                spawned.append(h.conn.spawn(holds_the_slot()))
+                return True  # never answered: shutdown must answer it
+            return False
+
+        spawned: list[asyncio.Task[Any]] = []
+        h.conn.on_receive_request(on_request)
+        rid = h.request("ask", {})
+        await h.wait_for(lambda: h.outgoing_requests("client/thing"))
+        await held.wait()
+        await h.close()  # run() returns instead of raising ServerBusy
+        [answer] = h.responses(rid)
+        assert answer["error"]["code"] == -32603 and "shut down" in answer["error"]["message"], answer
+        assert spawned[0].cancelled()  # the spawned task was cancelled and joined
+        assert seen == []  # its callback could not be spawned: skipped, logged
+        assert h.transport.is_closing() and h.conn.state is State.CLOSED
+        h.assert_no_leaks()
 
     run(body())

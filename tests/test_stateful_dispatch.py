@@ -1,7 +1,8 @@
-"""R04, R05, R07, R08, R10-R15, R20, R24: a hypothesis state machine drives the dispatcher.
+"""R04, R05, R07, R08, R10-R15, R20, R24, R30: a hypothesis state machine drives the dispatcher.
 
 Random interleavings of session/new, prompt (held open, released, failing,
-or waiting on the client: a permission request or an fs read),
+waiting on the client: a permission request or an fs read, or ignoring its
+first cancel, answered for by the watchdog and released later),
 session/cancel, $/cancel_request, set_mode (ok and failing), the client's
 answers to the agent's requests (in time, late after the turn was cancelled,
 or in the same read as a cancel, either order) and EOF run against a real
@@ -48,7 +49,8 @@ class ModelAgent(Agent):
     """A prompt says ``start <id>``, then waits for ``release[id]``; ``fail`` raises after the update.
 
     ``ask`` and ``read`` first wait for the client's answer to a permission
-    request or an fs read, and say ``answered <id>`` when it came.
+    request or an fs read, and say ``answered <id>`` when it came. ``stubborn``
+    swallows its first cancellation and goes on waiting (R30).
     """
 
     def __init__(self) -> None:
@@ -77,6 +79,11 @@ class ModelAgent(Agent):
             elif text == "read":
                 await self.client.read_text_file(session_id, "/tmp/x")
                 await self.client.agent_message_chunk(session_id, f"answered {rid}")
+            elif text == "stubborn":
+                try:
+                    await self.release.setdefault(rid, asyncio.Event()).wait()
+                except asyncio.CancelledError:  # swallowed once: the watchdog answers for it (R30)
+                    await self.client.agent_message_chunk(session_id, f"swallowed {rid}")
             await self.release.setdefault(rid, asyncio.Event()).wait()
             await self.client.agent_message_chunk(session_id, f"end {rid}")
             return "end_turn"
@@ -109,6 +116,7 @@ class DispatchMachine(RuleBasedStateMachine):
         self.h: Harness = self._run(self._make())
         self.sessions: list[str] = []
         self.running: dict[str, Any] = {}  # session -> id of its running prompt
+        self.finishing: dict[str, Any] = {}  # session -> id of a prompt answered for while its body runs (R30)
         self.requests: set[Any] = set()  # every request id sent
         self.prompts: set[Any] = set()  # ids of prompts that were admitted
         self.asking: dict[Any, Any] = {}  # prompt id -> id of the agent request it awaits
@@ -118,7 +126,7 @@ class DispatchMachine(RuleBasedStateMachine):
         self.closed = False
 
     async def _make(self) -> Harness:
-        return Harness(self.agent, Limits(max_background=POOL))
+        return Harness(self.agent, Limits(max_background=POOL, cancel_grace_s=0.001, shutdown_grace_s=0.01))
 
     def _run(self, aw: Awaitable[T]) -> T:
         return self.loop.run_until_complete(asyncio.wait_for(aw, HANG_S))
@@ -149,12 +157,20 @@ class DispatchMachine(RuleBasedStateMachine):
         """Everything sent so far has been dispatched: a control request's answer came."""
         self._response(self._request("session/set_mode", {"sessionId": self.sessions[0], "modeId": "ask"}))
 
-    def _cancelled(self, rid: Any) -> None:
-        """The model's side of a turn ending as cancelled: what it awaited is now abandoned."""
+    def _cancelled(self, sid: str, rid: Any) -> None:
+        """The model's side of a turn ending as cancelled: what it awaited is now abandoned; a
+        stubborn body is answered for but keeps its session and slot until released (R30)."""
         out = self.asking.pop(rid, None)
         if out is not None:
             event("a cancelled turn abandoned its agent request")
             self.abandoned.add(out)
+        if self.stubborn(rid):
+            event("a cancelled turn ignored its cancel")
+            self.finishing[sid] = rid
+
+    def stubborn(self, rid: Any) -> bool:
+        job = self.h.server.pool.get(rid)
+        return job is not None and job.request.params["prompt"][0]["text"] == "stubborn"
 
     # -- rules ---------------------------------------------------------------------------
     @precondition(lambda self: not self.closed and len(self.sessions) < 5)
@@ -168,14 +184,17 @@ class DispatchMachine(RuleBasedStateMachine):
         self.sessions.append(resp["result"]["sessionId"])
 
     @precondition(lambda self: not self.closed and self.sessions)
-    @rule(data=st.data(), kind=st.sampled_from(["hold", "fail", "ask", "read"]))
+    @rule(data=st.data(), kind=st.sampled_from(["hold", "fail", "ask", "read", "stubborn"]))
     def prompt(self, data: st.DataObject, kind: str) -> None:
         sid = data.draw(st.sampled_from(self.sessions))
         fail = kind == "fail"
         rid = self._request("session/prompt", prompt_params(sid, kind))
-        if sid in self.running or len(self.running) >= POOL:  # R07, R08: refused at once
+        busy = sid in self.running or sid in self.finishing
+        if busy or len(self.running) + len(self.finishing) >= POOL:  # R07, R08, R30: refused at once
             resp = self._response(rid)
             assert resp["error"]["code"] == -32000, resp
+            if sid in self.finishing:
+                assert "still finishing its cancellation" in resp["error"]["message"], resp
             assert not self._started(rid)
             return
         self.prompts.add(rid)
@@ -238,7 +257,7 @@ class DispatchMachine(RuleBasedStateMachine):
         self.h.notify("session/cancel", {"sessionId": sid})
         if sid in self.running:  # R10-R12: answered as cancelled, not as an error
             rid = self.running.pop(sid)
-            self._cancelled(rid)
+            self._cancelled(sid, rid)
             assert self._response(rid)["result"] == {"stopReason": "cancelled"}
 
     @precondition(lambda self: not self.closed and self.requests)
@@ -249,8 +268,33 @@ class DispatchMachine(RuleBasedStateMachine):
         sid = next((s for s, r in self.running.items() if r == rid), None)
         if sid is not None:
             del self.running[sid]
-            self._cancelled(rid)
+            self._cancelled(sid, rid)
             assert self._response(rid)["result"] == {"stopReason": "cancelled"}
+
+    @precondition(lambda self: not self.closed and any(self.stubborn(r) for r in self.running.values()))
+    @rule(data=st.data(), by_request=st.booleans())
+    def cancel_stubborn(self, data: st.DataObject, by_request: bool) -> None:
+        """A cancel of a prompt that ignores it: answered cancelled all the same (R30)."""
+        sid = data.draw(st.sampled_from(sorted(s for s, r in self.running.items() if self.stubborn(r))))
+        rid = self.running.pop(sid)
+        if by_request:
+            self.h.notify("$/cancel_request", {"requestId": rid})
+        else:
+            self.h.notify("session/cancel", {"sessionId": sid})
+        self._cancelled(sid, rid)
+        assert self._response(rid)["result"] == {"stopReason": "cancelled"}
+
+    @precondition(lambda self: not self.closed and self.finishing)
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        """A body answered for returns at last: only now are its session and slot free (R30, R15)."""
+        sid = data.draw(st.sampled_from(sorted(self.finishing)))
+        rid = self.finishing.pop(sid)
+        job = self.h.server.pool.get(rid)
+        assert job is not None and job.orphaned and job.task is not None
+        self.agent.release.setdefault(rid, asyncio.Event()).set()
+        self._run(job.task)
+        assert self.h.server.pool.get(rid) is None and not self.h.server.sessions.get(sid).busy
 
     @precondition(lambda self: not self.closed and self.sessions)
     @rule(data=st.data(), boom=st.booleans())
@@ -267,6 +311,7 @@ class DispatchMachine(RuleBasedStateMachine):
         for rid in self.running.values():
             assert self.h.find_response(rid)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
         self.running.clear()
+        self.finishing.clear()
         self.asking.clear()  # nothing is read after EOF: no $/cancel_request is owed
         self.closed = True
 
@@ -290,7 +335,8 @@ class DispatchMachine(RuleBasedStateMachine):
         if not self.closed:
             per_session = [j.session.id for j in self.h.server.pool.jobs() if j.session is not None]
             assert len(per_session) == len(set(per_session)), per_session  # R07
-            assert self.h.server.pool.in_flight == len(self.running)  # R15: no slot held by a finished job
+            # R15, R30: no slot held by a finished job; a body answered for keeps its own
+            assert self.h.server.pool.in_flight == len(self.running) + len(self.finishing)
 
     @invariant()
     def updates_of_a_prompt_come_before_its_response(self) -> None:

@@ -169,10 +169,13 @@ class Client:
         The helpers below call this and ``drain`` themselves: one coroutine
         less per update than going through ``session_update``.
         """
+        conn = self._conn
+        if conn.drop_if is not None and conn.dropping():  # its turn was answered for already (R30)
+            return False
         params: dict[str, Any] = {"sessionId": session_id, "update": update}
         if field_meta is not None:
             params["_meta"] = field_meta
-        writer = self._conn.writer
+        writer = conn.writer
         writer.write(encode_notification("session/update", params))
         return writer.must_wait
 

@@ -18,6 +18,14 @@ step happens inside ``create_task``, so the job hands that step back before
 anything else. With either factory a cancel in the same read as its prompt
 therefore finds the turn not yet started, and a prompt body never holds the
 control lane (R03).
+
+A cancelled job whose body has not ended ``cancel_grace_s`` later is
+answered for (R30): the watchdog, one timer armed by the first cancel and
+cancelled when the body ends, answers the request, logs where the body is
+stuck, and mutes the body (what it still sends is dropped and counted by the
+connection). Its slots stay taken until the body really exits (R08, R07).
+Shutdown's abort takes the same path, so an aborted body's ``finally`` can
+no longer write behind its answer (R05).
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..peer.connection import IncomingRequest
 from ..wire.errors import InternalError, RequestCancelled, ServerBusy
+from ..wire.limits import CANCEL_GRACE_S, MAX_TURN_S
+from .base import _current_turn
 from .cancel import CancelToken
 from .sessions import Session
+
+if TYPE_CHECKING:
+    from ..peer.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +54,19 @@ _UNSET: Any = object()
 class Job:
     """One admitted background request and what it holds."""
 
-    __slots__ = ("abandoned", "aborted", "pool", "released", "request", "session", "started", "task", "token")
+    __slots__ = (
+        "abandoned",
+        "aborted",
+        "orphaned",
+        "pool",
+        "released",
+        "request",
+        "session",
+        "started",
+        "task",
+        "timer",
+        "token",
+    )
 
     def __init__(self, pool: BackgroundPool, request: IncomingRequest, session: Session | None) -> None:
         """A prompt takes its session's turn and its token (PromptInProgress when busy, R07); others get a token."""
@@ -54,6 +79,10 @@ class Job:
         self.released = False
         self.aborted = False
         self.abandoned = False
+        #: Answered for by the runtime while its body still runs (R30): what it sends is dropped.
+        self.orphaned = False
+        #: The turn timeout before a cancel (``max_turn_s``), the cancel watchdog after it.
+        self.timer: asyncio.TimerHandle | None = None
 
     @property
     def is_prompt(self) -> bool:
@@ -72,12 +101,36 @@ class Job:
         task = self.task
         if task is not None and self.started and not task.done():
             task.cancel(reason)
+        if not self.released:
+            self.pool._arm_watchdog(self)
 
     def __repr__(self) -> str:
         return f"Job({self.request.method} id={self.request.id!r})"
 
 
 JobBody = Callable[[Job], Awaitable[Any]]
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """The chain of coroutines ``task`` is suspended in, outermost first, and what the innermost awaits.
+
+    ``Task.get_stack`` gives one frame for a suspended coroutine; the agent's
+    frame, the one worth naming, is further down the ``cr_await`` chain.
+    """
+    lines: list[str] = []
+    awaited: Any = task.get_coro()
+    while awaited is not None and len(lines) < _WHERE_DEPTH:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:
+            break
+        lines.append(f'  File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}')
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    if awaited is not None:
+        lines.append(f"  awaiting {awaited!r}")
+    return "\n".join(lines)
+
+
+_WHERE_DEPTH = 64  # frames named at most: the warning stays one readable record
 
 
 class BackgroundPool:
@@ -87,6 +140,25 @@ class BackgroundPool:
         self._loop = loop
         self.capacity = capacity
         self._jobs: dict[str | int, Job] = {}
+        self.cancel_grace_s = CANCEL_GRACE_S
+        self.max_turn_s = MAX_TURN_S
+        #: Where an orphaned body's writes are dropped and counted; set by ``bind``.
+        self._conn: Connection | None = None
+        #: How a turn past ``max_turn_s`` is cancelled (the server's session/cancel path).
+        self.on_timeout: Callable[[Job], None] = lambda job: job.cancel("max_turn_s")
+        #: Shown in the watchdog's warning: whose ``prompt`` it is.
+        self.agent_name = "Agent"
+        # Orphaned jobs by task and by turn token, for the connection's drop test (R30).
+        self._orphans: dict[asyncio.Task[None], Job] = {}
+        self._orphan_tokens: set[CancelToken] = set()
+
+    def bind(self, conn: Connection, agent_name: str, on_timeout: Callable[[Job], None]) -> None:
+        """Take the connection's cancel limits, and where orphaned bodies' writes are dropped (R30)."""
+        self._conn = conn
+        self.cancel_grace_s = conn.limits.cancel_grace_s
+        self.max_turn_s = conn.limits.max_turn_s
+        self.agent_name = agent_name
+        self.on_timeout = on_timeout
 
     @property
     def in_flight(self) -> int:
@@ -101,6 +173,8 @@ class BackgroundPool:
     def admit(self, request: IncomingRequest, session: Session | None = None) -> Job:
         """Reserve a slot (and the session's turn); raise instead of queueing."""
         if len(self._jobs) >= self.capacity:
+            if session is not None:  # a busy session's refusal says more than the pool's (R07, R30)
+                session.check_free()
             raise ServerBusy(
                 f"server busy: {len(self._jobs)} background requests in flight "
                 f"(limit {self.capacity}); retry when one finishes",
@@ -129,6 +203,67 @@ class BackgroundPool:
         )
         job.task = task
         task.add_done_callback(lambda _t: self._release(job))
+        if self.max_turn_s > 0 and job.is_prompt:
+            job.timer = self._loop.call_later(self.max_turn_s, self._timed_out, job)
+
+    def _timed_out(self, job: Job) -> None:
+        job.timer = None
+        if job.released or job.token.cancelled:
+            return
+        log.warning("%s ran past max_turn_s (%.3g s): cancelling it as a timeout", self._describe(job), self.max_turn_s)
+        self.on_timeout(job)
+
+    def _arm_watchdog(self, job: Job) -> None:
+        """The job was just cancelled: answer for it if its body has not ended ``cancel_grace_s`` from now."""
+        if job.timer is not None:
+            job.timer.cancel()
+        job.timer = self._loop.call_later(self.cancel_grace_s, self._overdue, job)
+
+    def _overdue(self, job: Job) -> None:
+        job.timer = None
+        task = job.task
+        if job.released or job.orphaned or task is None or task.done():
+            return
+        log.warning(
+            "%s ignored its cancellation (%s) for cancel_grace_s=%.3g s: answered for it; what it still "
+            "sends is dropped and its slot stays taken until it returns. It is stuck at:\n%s",
+            self._describe(job),
+            job.token.reason,
+            self.cancel_grace_s,
+            _where(task),
+        )
+        self._orphan(job)
+
+    def _describe(self, job: Job) -> str:
+        request = job.request
+        if job.is_prompt:
+            assert job.session is not None
+            return f"{self.agent_name}.prompt (session/prompt id={request.id!r}, session {job.session.id!r})"
+        return f"{request.method} (id={request.id!r})"
+
+    def _orphan(self, job: Job) -> None:
+        """Answer ``job`` as cancelled now and mute its body; its slots stay taken until the task ends."""
+        if job.orphaned or job.released:
+            return
+        job.orphaned = True
+        if job.task is not None:
+            self._orphans[job.task] = job
+        self._orphan_tokens.add(job.token)
+        conn = self._conn
+        if conn is not None:
+            conn.drop_if = self._from_orphan
+        self._answer(job)
+
+    def _from_orphan(self) -> bool:
+        """Whether the running code is an orphaned body (its task, or a task it started in its turn)."""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop: not a body
+            return False
+        if task is not None and task in self._orphans:
+            return True
+        turn = _current_turn.get()
+        return turn is not None and turn.token in self._orphan_tokens
 
     async def _run(
         self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any], not_started: JobBody | None
@@ -180,11 +315,25 @@ class BackgroundPool:
         if job.released:
             return
         job.released = True
+        if job.timer is not None:
+            job.timer.cancel()
+            job.timer = None
         request = job.request
         self._jobs.pop(request.id, None)
         session = job.session
         if session is not None:
             session.end_turn(job)
+        if job.orphaned:
+            if job.task is not None:
+                self._orphans.pop(job.task, None)
+            self._orphan_tokens.discard(job.token)
+            if not self._orphans and self._conn is not None:
+                self._conn.drop_if = None
+        self._answer(job, result, error)
+
+    def _answer(self, job: Job, result: Any = _UNSET, error: BaseException | None = None) -> None:
+        request = job.request
+        session = job.session
         if not request.answered:
             if error is not None:
                 request.respond_error(error)
@@ -211,12 +360,13 @@ class BackgroundPool:
             if job.task in alive:
                 job.aborted = True
                 log.warning("%s ignored cancellation for %.1f s; aborting it", job, grace_s)
+                self._orphan(job)  # answered and muted before the abort reaches its finally (R05)
                 assert job.task is not None
                 job.task.cancel("abort")
-                self._release(job)
         _, stuck = await asyncio.wait(alive, timeout=abort_join_s)
         for job in jobs:
             task = job.task
             if task is not None and task in stuck:
                 job.abandoned = True
                 log.error("task %s did not stop after abort; abandoning it", task.get_name())
+                self._release(job)

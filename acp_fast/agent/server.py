@@ -209,6 +209,7 @@ class AgentServer:
         self.context = Context()
         self.sessions = sessions if sessions is not None else SessionTable(self.limits.max_sessions)
         self.pool = pool if pool is not None else BackgroundPool(conn.loop, self.limits.max_background)
+        self.pool.bind(conn, type(agent).__qualname__, self._turn_timed_out)
         self.client = Client(conn, lambda: self.context)
         self.mcp = McpBridge(
             conn,
@@ -319,15 +320,28 @@ class AgentServer:
         else:
             self._cancel_request(kwargs["request_id"])
 
-    def _cancel_session(self, session_id: str, field_meta: dict[str, Any] | None = None) -> None:
+    def _cancel_session(
+        self, session_id: str, field_meta: dict[str, Any] | None = None, reason: str = "session/cancel"
+    ) -> None:
         session = self.sessions.find(session_id)
         if session is None:
             log.debug("session/cancel for unknown session %r ignored", session_id)
             return
-        session.cancel_turn("session/cancel")
+        session.cancel_turn(reason)
         if self._cancel_hook:  # the agent's own reaction runs beside the loop, not on it
             meta = {"field_meta": field_meta} if field_meta else {}
             self.conn.spawn(self.agent.cancel(session_id, **meta), name=f"acp.cancel_hook:{session_id}")
+
+    def _turn_timed_out(self, job: Job) -> None:
+        """A turn ran past ``max_turn_s``: cancelled as a ``session/cancel`` would (R30)."""
+        session = job.session
+        if session is None or session.turn is not job:
+            job.cancel("max_turn_s (timeout)")
+            return
+        try:
+            self._cancel_session(session.id, reason="max_turn_s (timeout)")
+        except ServerBusy as exc:  # the turn is cancelled; only the agent's cancel hook could not be spawned
+            log.warning("cancel hook for session %r not run after its timeout: %s", session.id, exc.message)
 
     def _cancel_request(self, request_id: str | int) -> None:
         job = self.pool.get(request_id)

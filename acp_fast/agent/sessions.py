@@ -118,14 +118,24 @@ class Session:
     def begin_turn(self, job: RunningTurn) -> CancelToken:
         """Reserve the prompt slot and this turn's token, before the task exists."""
         if self.slot is SlotState.RUNNING:
-            raise PromptInProgress(
-                f"session {self.id!r} already has a prompt running; "
-                "cancel it or wait for its response"
-            )
+            self.check_free()
         self.slot = SlotState.RUNNING
         self.turn = job
         self.last_active = time.monotonic()
         return self.token
+
+    def check_free(self) -> None:
+        """Raise PromptInProgress while a turn holds the slot (R07), saying when it is one answered for (R30)."""
+        if self.slot is SlotState.RUNNING:
+            if getattr(self.turn, "orphaned", False):  # answered for, its body still unwinding (R30)
+                raise PromptInProgress(
+                    f"session {self.id!r}: the previous turn was cancelled and is still finishing its "
+                    "cancellation; retry once it has ended"
+                )
+            raise PromptInProgress(
+                f"session {self.id!r} already has a prompt running; "
+                "cancel it or wait for its response"
+            )
 
     def end_turn(self, job: RunningTurn) -> None:
         if self.turn is job:

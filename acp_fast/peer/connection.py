@@ -213,6 +213,11 @@ class Connection:
         self._current_handler: str | None = None
         self._stopping = False  # run() was cancelled: cancels are the connection's, not a handler's
         self._stray = False  # a handler run inline cancelled the parked dispatch task and returned
+        #: Set while some running code must not reach the peer any more (a body answered for, R30):
+        #: called on every outgoing message, which is dropped (and counted) when it returns True.
+        self.drop_if: Callable[[], bool] | None = None
+        #: Messages dropped by ``drop_if``.
+        self.dropped_late = 0
         writer.on_failure = self._writer_failed
 
     # -- registration ------------------------------------------------------------
@@ -576,6 +581,10 @@ class Connection:
         """Send a request now; consume the answer by awaiting or ``on_result``."""
         if self._eof or self.state is not State.OPEN:
             raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
+        if self.drop_if is not None and self.dropping():
+            muted = PendingRequest(self, 0, method)
+            muted._settle(None, RequestCancelled(f"{method!r} not sent: its turn was already answered"))
+            return muted
         if len(self._pending) >= self.limits.max_pending_outgoing:
             raise ServerBusy(
                 f"{len(self._pending)} outgoing requests are awaiting answers "
@@ -596,7 +605,15 @@ class Connection:
         quietly when it comes. Off when ``cancel_abandoned_requests`` is False.
         """
         if self.cancel_abandoned_requests and self.state is State.OPEN and not self._eof:
-            self.send_notification("$/cancel_request", {"requestId": pending.id})
+            self.writer.write(jsonrpc.encode_notification("$/cancel_request", {"requestId": pending.id}))
+
+    def dropping(self) -> bool:
+        """Whether the running code's output is to be dropped (``drop_if``); counts the drop."""
+        gate = self.drop_if
+        if gate is None or not gate():
+            return False
+        self.dropped_late += 1
+        return True
 
     def send_notification(self, method: str, params: Any = None) -> None:
         """Queue a notification; it leaves with this loop turn's write.
@@ -604,6 +621,8 @@ class Connection:
         Never blocks, so it is usable from synchronous handlers (a cancel).
         A producer that streams follows it with ``await drain()`` (R26).
         """
+        if self.drop_if is not None and self.dropping():
+            return
         self.writer.write(jsonrpc.encode_notification(method, params))
 
     async def drain(self) -> None:
@@ -659,9 +678,14 @@ class Connection:
         self.feed_eof(None)
 
     def _fail_pending(self) -> None:
+        """Settle every outgoing request as failed; a result callback that cannot be spawned is
+        logged and skipped, never raised into the shutdown (R14)."""
         pending, self._pending = self._pending, {}
         for p in pending.values():
-            p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
+            try:
+                p._fail(ConnectionClosed(f"connection closed before {p.method!r} was answered"))
+            except Exception as exc:
+                log.warning("result callback of %r (id %s) not run at shutdown: %s", p.method, p.id, exc)
 
     async def _shutdown(self) -> None:
         """Cancel, grace, abort, join, then a bounded flush (R13, R14).
@@ -682,16 +706,28 @@ class Connection:
         for hook in self._shutdown_hooks:
             await self._run_shutdown_hook(hook, hooks_end)
         self._fail_pending()
+        try:
+            await self._join_spawned(grace_end, join_end)
+        except Exception:
+            log.exception("joining spawned tasks at shutdown failed")
+        for incoming in list(self._incoming.values()):
+            try:
+                incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
+            except Exception:
+                log.exception("answering %r at shutdown failed", incoming)
+        try:
+            await self.writer.close()
+        except Exception:
+            log.exception("closing the writer at shutdown failed")
+        self._set_state(State.CLOSED)
+
+    async def _join_spawned(self, grace_end: float, join_end: float) -> None:
         if self._spawned:
             _, alive = await asyncio.wait(set(self._spawned), timeout=_left(self.loop, grace_end))
             for task in alive:
                 task.cancel()
             if alive:
                 await asyncio.wait(alive, timeout=_left(self.loop, join_end))
-        for incoming in list(self._incoming.values()):
-            incoming.respond_error(ConnectionClosed("the agent shut down before answering"))
-        await self.writer.close()
-        self._set_state(State.CLOSED)
 
     async def _run_shutdown_hook(self, hook: ShutdownHook, deadline: float) -> None:
         """One hook, bounded; whatever it raises is logged and the shutdown goes on.

@@ -82,6 +82,17 @@ ABORT_JOIN_S = 1.0
 #: is long enough for any reader that is still reading to take the last answers.
 FLUSH_TIMEOUT_S = 2.0
 
+#: Seconds a cancelled turn's body gets to end before the runtime answers it
+#: ``cancelled`` itself (R30). A cooperative body unwinds in microseconds; 2 s
+#: leaves room for cleanup that makes one network round trip (saving history,
+#: reporting usage) while a stop button still visibly works. It is below
+#: ``shutdown_grace_s``, so at EOF a stuck turn is answered before the abort.
+CANCEL_GRACE_S = 2.0
+
+#: Seconds a turn may run before it is cancelled as a timeout (R30); 0, the
+#: default, never times a turn out: how long a turn may take is the agent's call.
+MAX_TURN_S = 0.0
+
 #: Seconds a session may sit idle before it is evicted (R16); 0 disables.
 IDLE_SESSION_TIMEOUT_S = 0.0
 
@@ -163,6 +174,8 @@ class Limits:
     abort_join_s: float = ABORT_JOIN_S
     flush_timeout_s: float = FLUSH_TIMEOUT_S
     idle_session_timeout_s: float = IDLE_SESSION_TIMEOUT_S
+    cancel_grace_s: float = CANCEL_GRACE_S
+    max_turn_s: float = MAX_TURN_S
     max_connections: int = MAX_CONNECTIONS
     max_sessions_total: int = MAX_SESSIONS_TOTAL
     detached_session_timeout_s: float = DETACHED_SESSION_TIMEOUT_S
@@ -194,6 +207,7 @@ _ZERO_OK = frozenset(
         "abort_join_s",
         "flush_timeout_s",
         "idle_session_timeout_s",
+        "max_turn_s",
         "detached_session_timeout_s",
         "write_low_water",
         "drain_flush_s",
