@@ -8,6 +8,7 @@ prompt is handled by the dispatch loop before the prompt's task runs a step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, ClassVar
 
 import pytest
@@ -210,6 +211,68 @@ def test_r12_cancel_request_for_unknown_or_finished_id_is_ignored(run: Any) -> N
         again = await h.call("session/prompt", prompt_params(sid, "again"))
         assert again["result"] == {"stopReason": "end_turn"}, again
         assert len(h.responses(done["id"])) == 1  # the finished prompt's answer stands alone
+        await close_and_check(h)
+
+    run(body())
+
+
+class OwnCancelAnswer(Agent):
+    """Catches its cancellation, sends one more update and returns its own answer, with usage."""
+
+    def __init__(self, returns: str, hook: bool) -> None:
+        self.returns = returns
+        self.hook = hook
+        self.turn_ends: list[str] = []
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> Any:
+        await self.client.agent_message_chunk(session_id, "before")
+        with contextlib.suppress(asyncio.CancelledError):  # the agent catches its cancel
+            await asyncio.Event().wait()
+        await self.client.agent_message_chunk(session_id, "after cancel")
+        return {"stopReason": self.returns, "usage": {"inputTokens": 5, "outputTokens": 2, "totalTokens": 7}}
+
+
+class OwnCancelAnswerWithHook(OwnCancelAnswer):
+    async def on_turn_end(self, session_id: str, stop_reason: str) -> None:
+        self.turn_ends.append(stop_reason)
+
+
+@pytest.mark.parametrize("how", ["session/cancel", "$/cancel_request"])
+@pytest.mark.parametrize("returns", ["cancelled", "end_turn"])
+@pytest.mark.parametrize("hook", [False, True])
+def test_r10_r12_a_prompt_that_returns_after_its_cancel_is_answered_with_its_own_result(
+    run: Any, how: str, returns: str, hook: bool
+) -> None:
+    """Its usage and the rest are kept; the stop reason is ``cancelled`` whatever it returned."""
+
+    async def body() -> None:
+        agent = (OwnCancelAnswerWithHook if hook else OwnCancelAnswer)(returns, hook)
+        h, sid = await open_harness(agent)
+        pid = h.request("session/prompt", prompt_params(sid, "go"))
+        await h.wait_for(lambda: h.updates(sid))
+        h.notify(how, {"sessionId": sid} if how == "session/cancel" else {"requestId": pid})
+        answer = await h.response(pid)
+        assert answer["result"] == {
+            "stopReason": "cancelled",
+            "usage": {"inputTokens": 5, "outputTokens": 2, "totalTokens": 7},
+        }
+        at = h.messages.index(answer)
+        texts = [m["params"]["update"]["content"]["text"] for m in h.messages[:at] if m.get("method")]
+        assert texts == ["before", "after cancel"] and h.messages[at + 1 :] == []
+        assert agent.turn_ends == (["cancelled"] if hook else [])
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r10_a_prompt_that_lets_its_cancel_raise_answers_cancelled_alone(run: Any) -> None:
+    async def body() -> None:
+        agent = GateAgent()
+        h, sid = await open_harness(agent)
+        pid = h.request("session/prompt", prompt_params(sid, "go"))
+        await agent.ev(agent.started, sid).wait()
+        h.notify("session/cancel", {"sessionId": sid})
+        assert (await h.response(pid))["result"] == {"stopReason": "cancelled"}
         await close_and_check(h)
 
     run(body())

@@ -7,8 +7,10 @@ both on every path: completion, exception, cancellation and abort (R15).
 
 Every job answers its request exactly once. A job cancelled through its
 token or by task cancellation answers ``{"stopReason": "cancelled"}`` for a
-prompt and -32800 otherwise (R12); if the task is gone without an answer
-(aborted after the grace period, R14), the pool answers for it.
+prompt and -32800 otherwise (R12); a cancelled prompt whose body catches the
+cancellation and returns is answered with what it returned, stop reason
+``cancelled`` (R10). If the task is gone without an answer (aborted after the
+grace period, R14), the pool answers for it.
 
 A job whose token is cancelled before its task ran a step never calls its
 body (R10): only its ``not_started`` hook runs (a prompt's end-of-turn hook),
@@ -49,6 +51,19 @@ log = logging.getLogger(__name__)
 
 CANCELLED_PROMPT: dict[str, Any] = {"stopReason": "cancelled"}
 _UNSET: Any = object()
+
+
+def _cancelled_answer(job: Job, result_of: Callable[[Job, Any], Any], value: Any) -> Any:
+    """A cancelled prompt that returned: its own answer (``usage``, ``_meta``, ...) with the
+    ``cancelled`` stop reason; ``{"stopReason": "cancelled"}`` when what it returned is not a turn's
+    answer (R10-R12)."""
+    try:
+        answer = result_of(job, value)
+    except Exception:
+        return CANCELLED_PROMPT
+    if not isinstance(answer, dict):
+        return CANCELLED_PROMPT
+    return {**answer, "stopReason": "cancelled"}
 
 
 class Job:
@@ -279,7 +294,10 @@ class BackgroundPool:
                 self._release(job)
                 return
             value = await body(job)
-            outcome = CANCELLED_PROMPT if job.token.cancelled and job.is_prompt else result_of(job, value)
+            if job.token.cancelled and job.is_prompt:
+                outcome = _cancelled_answer(job, result_of, value)  # the agent's own answer, once cancelled
+            else:
+                outcome = result_of(job, value)
         except asyncio.CancelledError as exc:
             if task is not None and task.cancelling():
                 task.uncancel()
