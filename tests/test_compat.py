@@ -7,12 +7,13 @@ Waiting is event-driven (Harness.wait_for and the agent's own Events).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 from typing import Any
 
 import pytest
-from acp import RequestError
+from acp import RequestError, text_block, update_agent_message
 from acp.schema import (
     AgentCapabilities,
     ClientCapabilities,
@@ -22,10 +23,12 @@ from acp.schema import (
     SessionCapabilities,
     SessionListCapabilities,
     TextContentBlock,
+    Usage,
 )
 
 from acp_fast.agent.base import Agent
 from acp_fast.compat import SdkClient, wrap_sdk_agent
+from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, close_and_check, prompt_params
 from tests.interop.sdk_sample_agent import SampleAgent
 
@@ -127,6 +130,96 @@ def test_r10_compat_cancel_mid_stream_answers_cancelled_and_calls_sdk_cancel(run
         await h.wait_for(lambda: _calls(sample, "cancel"))
         assert _calls(sample, "cancel") == [{"session_id": sid, "why": "user"}]
         assert not sample.release.is_set()  # the prompt was stopped, not let finish
+        await close_and_check(h)
+
+    run(body())
+
+
+class _OwnCancelAnswer(SampleAgent):
+    """Streams, stops when cancelled (its ``cancel()`` on the SDK's runtime, ``CancelledError`` on
+    compat), sends one more update and answers the cancel itself, with usage and ``_meta``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped = asyncio.Event()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        await super().cancel(session_id, **kwargs)
+        self.stopped.set()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        conn = self._client()
+        await conn.session_update(session_id, update_agent_message(text_block("chunk 0 ")))
+        await conn.session_update(session_id, update_agent_message(text_block("chunk 1 ")))
+        with contextlib.suppress(asyncio.CancelledError):  # the agent catches its cancel
+            await self.stopped.wait()
+        await conn.session_update(session_id, update_agent_message(text_block("after cancel")))
+        return PromptResponse(
+            stop_reason="cancelled",
+            usage=Usage(input_tokens=7, output_tokens=3, total_tokens=10),
+            field_meta={"turn": "t-1"},
+        )
+
+
+OWN_CANCEL_ANSWER = {
+    "stopReason": "cancelled",
+    "usage": {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10},
+    "_meta": {"turn": "t-1"},
+}
+
+
+@pytest.mark.parametrize("how", ["session/cancel", "$/cancel_request"])
+def test_r10_compat_agents_own_cancel_answer_comes_after_every_update(run: Any, how: str) -> None:
+    async def body() -> None:
+        h, _sample, sid = await _start(_OwnCancelAnswer())
+        pid = h.request("session/prompt", prompt_params(sid, "go"))
+        await h.wait_for(lambda: len(h.updates(sid)) == 2)
+        h.notify(how, {"sessionId": sid} if how == "session/cancel" else {"requestId": pid})
+        answer = await h.response(pid)
+        assert answer["result"] == OWN_CANCEL_ANSWER
+        # In the written order: every update of the turn, then its answer, and nothing after it.
+        at = h.messages.index(answer)
+        assert [m["params"]["update"]["content"]["text"] for m in h.messages[:at] if m.get("method")] == [
+            "chunk 0 ",
+            "chunk 1 ",
+            "after cancel",
+        ]
+        assert h.messages[at + 1 :] == [] and h.conn.dropped_late == 0
+        await close_and_check(h)
+
+    run(body())
+
+
+def test_r30_compat_agent_ignoring_the_cancel_is_answered_by_the_watchdog(run: Any) -> None:
+    class Deaf(SampleAgent):
+        async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+            conn = self._client()
+            await conn.session_update(session_id, update_agent_message(text_block("started")))
+            while not self.release.is_set():  # the cancel goes unnoticed, however often it comes
+                try:
+                    await asyncio.shield(self.release.wait())
+                except asyncio.CancelledError:
+                    continue
+            await conn.session_update(session_id, update_agent_message(text_block("late")))
+            return PromptResponse(stop_reason="end_turn", field_meta={"never": "sent"})
+
+    async def body() -> None:
+        sample = Deaf()
+        h = Harness(wrap_sdk_agent(sample), limits=Limits(cancel_grace_s=0.01))
+        await h.initialize()
+        sid = await h.new_session()
+        pid = h.request("session/prompt", prompt_params(sid, "go"))
+        await h.wait_for(lambda: h.updates(sid))
+        h.notify("session/cancel", {"sessionId": sid})
+        answer = await h.response(pid)
+        assert answer["result"] == {"stopReason": "cancelled"}
+        [job] = h.server.pool.jobs()
+        assert job.orphaned and not job.task.done()
+        sample.release.set()
+        await job.task
+        at = h.messages.index(answer)
+        assert h.messages[at + 1 :] == [] and h.conn.dropped_late == 1
+        assert _texts(h, sid) == ["started"]
         await close_and_check(h)
 
     run(body())
