@@ -646,3 +646,78 @@ def test_matrix_bad_requests_answered_as_the_releases_own_runtime(run: Any) -> N
         assert compat_answers[-1] == {"stopReason": "end_turn"}
 
     run(body())
+
+
+class _OwnCancelAnswer(ReleaseAgent):  # type: ignore[misc, valid-type]
+    """Streams, stops when cancelled (its ``cancel`` on the SDK's runtime, ``CancelledError`` on
+    compat), sends one more update and answers the cancel itself: usage (where the release has it)
+    and ``_meta``."""
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> Any:
+        from acp.schema import PromptResponse
+
+        await self.conn.session_update(session_id, self.text_update("chunk 0"))
+        with contextlib.suppress(asyncio.CancelledError):  # the agent catches its cancel
+            await self.cancel_seen.wait()
+        await self.conn.session_update(session_id, self.text_update("after cancel"))
+        extra: dict[str, Any] = {}
+        if "usage" in PromptResponse.model_fields:
+            from acp.schema import Usage
+
+            extra["usage"] = Usage(input_tokens=7, output_tokens=3, total_tokens=10)
+        return PromptResponse(stop_reason="cancelled", field_meta={"turn": "t-1"}, **extra)
+
+
+async def _cancelled_turn(make_connection: Any, agent: Any) -> list[Any]:
+    """A prompt cancelled after its first update, with raw JSON lines: what the client reads, in
+    order, up to the prompt's answer (updates as their text, the answer whole)."""
+    import json
+
+    async def read(rid: int | None = None) -> Any:
+        while True:
+            msg = json.loads(await cr.readline())
+            if rid is None or (msg.get("id") == rid and "method" not in msg):
+                return msg
+
+    def send(obj: dict[str, Any]) -> None:
+        cw.write(json.dumps({"jsonrpc": "2.0", **obj}).encode() + b"\n")
+
+    async with _socket_pair() as (sr, sw, cr, cw):
+        conn = make_connection(agent, sw, sr)
+        send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        await read(1)
+        send({"id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+        sid = (await read(2))["result"]["sessionId"]
+        send({"id": 3, "method": "session/prompt", "params": prompt_params(sid, "go")})
+        seen: list[Any] = []
+        first = await read()
+        assert first.get("method") == "session/update", first
+        seen.append(first["params"]["update"]["content"]["text"])
+        send({"method": "session/cancel", "params": {"sessionId": sid}})
+        while True:
+            msg = await read()
+            if msg.get("method") == "session/update":
+                seen.append(msg["params"]["update"]["content"]["text"])
+                continue
+            seen.append(msg)
+            if msg.get("id") == 3:
+                break
+        await conn.close()
+    return seen
+
+
+def test_matrix_the_agents_own_cancel_answer_as_on_the_releases_runtime(run: Any) -> None:
+    """A prompt that answers its own cancel: the same answer (usage, ``_meta``) after the same
+    updates on the SDK's runtime and on compat."""
+
+    async def body() -> None:
+        from acp.core import AgentSideConnection as SdkConnection
+
+        on_sdk = await _cancelled_turn(SdkConnection, _OwnCancelAnswer())
+        on_compat = await _cancelled_turn(AgentSideConnection, _OwnCancelAnswer())
+        assert on_compat == on_sdk
+        *texts, answer = on_compat
+        assert texts == ["chunk 0", "after cancel"]
+        assert answer["result"]["stopReason"] == "cancelled" and answer["result"]["_meta"] == {"turn": "t-1"}
+
+    run(body())
