@@ -521,10 +521,11 @@ class AgentServer:
         """Framework-owned setup of a new session (phase one of R22); ``start`` queues its
         start callback behind the answer (new, fork). A session already open here is
         re-opened: the cwd and MCP servers of this request replace the earlier ones."""
-        session = self.sessions.open(session_id, kw["cwd"], kw.get("mcp_servers"))
-        if session.cwd != kw["cwd"] or session.mcp_servers is not kw.get("mcp_servers"):
-            session.cwd = kw["cwd"]
-            session.mcp_servers = kw.get("mcp_servers") or []
+        cwd, servers = kw["cwd"], kw.get("mcp_servers")
+        session = self.sessions.open(session_id, cwd, servers)
+        if session.mcp_servers is not servers and (session.cwd != cwd or session.mcp_servers != (servers or [])):
+            session.cwd = cwd
+            session.mcp_servers = servers or []
         modes = result.get("modes")
         if isinstance(modes, dict):
             mode_id = modes.get("currentModeId")
