@@ -105,6 +105,31 @@ def _block(content: str | dict[str, Any]) -> dict[str, Any]:
 _GATED_KINDS: Final = frozenset(UPDATE_GATES)
 
 
+def _subagent_update(
+    child_id: str,
+    *,
+    title: str | _Clear | None = None,
+    description: str | _Clear | None = None,
+    capabilities: dict[str, Any] | _Clear | None = None,
+    state: str | dict[str, Any] | _Clear | None = None,
+    cwd: str | _Clear | None = None,
+    additional_directories: list[str] | _Clear | None = None,
+) -> dict[str, Any]:
+    """A ``subagent_update`` as written: omitted fields off the wire, CLEAR ones null, a bare state name wrapped."""
+    return _patch(
+        {
+            "sessionUpdate": "subagent_update",
+            "sessionId": child_id,
+            "title": title,
+            "description": description,
+            "capabilities": capabilities,
+            "state": {"state": state} if isinstance(state, str) else state,
+            "cwd": cwd,
+            "additionalDirectories": additional_directories,
+        }
+    )
+
+
 class Client:
     """The agent's handle on the client at the other end of the connection.
 
@@ -383,17 +408,14 @@ class Client:
             )
         await self._gated_update(
             parent_id,
-            _patch(
-                {
-                    "sessionUpdate": "subagent_update",
-                    "sessionId": child_id,
-                    "title": title,
-                    "description": description,
-                    "capabilities": capabilities,
-                    "state": {"state": state} if isinstance(state, str) else state,
-                    "cwd": cwd,
-                    "additionalDirectories": additional_directories,
-                }
+            _subagent_update(
+                child_id,
+                title=title,
+                description=description,
+                capabilities=capabilities,
+                state=state,
+                cwd=cwd,
+                additional_directories=additional_directories,
             ),
         )
 
@@ -476,17 +498,14 @@ class Client:
             raise
         self._send_update(
             parent_id,
-            _drop_none(
-                {
-                    "sessionUpdate": "subagent_update",
-                    "sessionId": child.id,
-                    "title": title,
-                    "description": description,
-                    "capabilities": {"cancel": {}} if new else None,
-                    "state": {"state": "running"},
-                    "cwd": cwd,
-                    "additionalDirectories": additional_directories,
-                }
+            _subagent_update(
+                child.id,
+                title=title,
+                description=description,
+                capabilities={"cancel": {}} if new else None,
+                state="running",
+                cwd=cwd,
+                additional_directories=additional_directories,
             ),
         )
         run.launch(self._context())
