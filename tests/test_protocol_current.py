@@ -445,3 +445,31 @@ def test_reopen_rule_covers_load_after_load_for_the_start_callback(run: Any) -> 
         await close_and_check(h)
 
     run(body())
+
+
+class NarrowCancel(Recording):
+    """A cancel hook written without ``**kwargs``: a cancel's ``_meta`` must not break it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = asyncio.Event()
+
+    async def cancel(self, session_id: str) -> None:  # type: ignore[override]
+        self.seen("cancel", session_id=session_id)
+        self.cancelled.set()
+
+
+def test_r06_a_cancel_hook_without_kwargs_gets_only_the_session_id(run: Any) -> None:
+    async def body() -> None:
+        agent = NarrowCancel()
+        h, _ = await _started(agent)
+        sid = (await h.call("session/new", {"cwd": CWD, "mcpServers": []}))["result"]["sessionId"]
+        rid = h.request("session/prompt", prompt_params(sid, "wait"))
+        await agent.waiting.wait()
+        h.notify("session/cancel", {"sessionId": sid, "_meta": {"traceparent": "00-x"}, "reason": "user"})
+        assert (await h.response(rid))["result"] == {"stopReason": "cancelled"}
+        await agent.cancelled.wait()
+        assert agent.got["cancel"] == [{"session_id": sid}]
+        await close_and_check(h)
+
+    run(body())

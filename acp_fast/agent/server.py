@@ -330,7 +330,8 @@ class AgentServer:
         session.cancel_turn(reason)
         if self._cancel_hook:  # the agent's own reaction runs beside the loop, not on it
             meta = {"field_meta": field_meta} if field_meta else {}
-            self.conn.spawn(self.agent.cancel(session_id, **meta), name=f"acp.cancel_hook:{session_id}")
+            hook = self.agent.cancel(**self.fit("cancel", {"session_id": session_id, **meta}))
+            self.conn.spawn(hook, name=f"acp.cancel_hook:{session_id}")
 
     def _turn_timed_out(self, job: Job) -> None:
         """A turn ran past ``max_turn_s``: cancelled as a ``session/cancel`` would (R30)."""
@@ -495,8 +496,12 @@ class AgentServer:
         self.context = self.context.evolve(authenticated=False, auth_method=None)
         return result or {}
 
-    def _check_system_prompt(self, prompt: Any) -> None:
-        """Refuse a ``systemPrompt`` the agent cannot apply (schema 1.30: it MUST return an error)."""
+    def _check_system_prompt(self, kw: Kwargs) -> None:
+        """Refuse a ``systemPrompt`` the agent cannot apply (schema 1.30: it MUST return an error);
+        ``kw`` holds ``system_prompt`` only when the client sent one."""
+        if "system_prompt" not in kw:
+            return
+        prompt = kw["system_prompt"]
         modes = self.agent.system_prompt_modes
         if not modes:
             raise InvalidParams(
@@ -645,8 +650,7 @@ class AgentServer:
                 cwd=kw["cwd"], mcp_servers=kw["mcp_servers"], additional_directories=kw["additional_directories"]
             )
         else:
-            if "system_prompt" in kw:
-                self._check_system_prompt(kw["system_prompt"])
+            self._check_system_prompt(kw)
             call = self.agent.new_session(**self.fit("new_session", kw))
         result = await call
         if type(result) is not dict or "sessionId" not in result:  # else answered as the agent built it
@@ -673,8 +677,7 @@ class AgentServer:
                 "before loading it again"
             )
         self._check_start_room()
-        if "system_prompt" in kw:
-            self._check_system_prompt(kw["system_prompt"])
+        self._check_system_prompt(kw)
         result = dict(await getattr(self.agent, attr)(**self.fit(attr, kw)) or {})
         self._open(session_id, kw, result, start=False)
         if self._start_hook:
@@ -697,10 +700,8 @@ class AgentServer:
         async def start_then_answer() -> None:
             try:
                 await self.agent.on_session_start(pending.session_id)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("on_session_start(%r) failed", pending.session_id)
+            except BaseException as exc:
+                self._start_failed(pending.session_id, exc)  # the starters' rule: logged; shutdown's cancel ends it
             finally:
                 req.respond(pending.result)
 
@@ -715,8 +716,7 @@ class AgentServer:
     async def _fork_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.get(kw["session_id"])
         self._check_start_room()
-        if "system_prompt" in kw:
-            self._check_system_prompt(kw["system_prompt"])
+        self._check_system_prompt(kw)
         result = dict(await self.agent.fork_session(**self.fit("fork_session", kw)) or {})
         if "sessionId" not in result:
             result["sessionId"] = new_session_id("sess_")
