@@ -318,3 +318,29 @@ def test_r24_handler_that_cancels_its_task_and_returns_leaves_the_loop_serving(r
         await close_and_check(h)
 
     run(body())
+
+
+@PATHS
+def test_r18_a_line_fed_without_feed_end_is_dispatched_and_answered(run: Any, inline: bool) -> None:
+    """The transport contract: feed_end is optional, the Connection ends the batch it was given.
+
+    A WebSocket read whose last frame was a PING the library answered itself
+    ends without feed_end; the request before it must still be served.
+    """
+
+    async def body() -> None:
+        h = ConnectionHarness()
+        h.conn.inline_dispatch = inline
+
+        async def handler(req: IncomingRequest) -> None:
+            req.respond({"echo": req.params})
+
+        h.conn.on_receive_request(handler)
+        assert (await h.call("warm"))["result"] == {"echo": None}  # the loop is parked now
+        h.conn.feed_line(b'{"jsonrpc":"2.0","id":"no-end","method":"x","params":[1]}')
+        msg = await asyncio.wait_for(h.wait_for(lambda: h.responses("no-end")), 5)
+        assert msg == [{"jsonrpc": "2.0", "id": "no-end", "result": {"echo": [1]}}]
+        assert h.conn.counts["inbox"] == 0
+        await close_and_check(h)
+
+    run(body())

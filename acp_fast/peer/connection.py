@@ -192,6 +192,7 @@ class Connection:
         self._sync_notifications: dict[str, SyncNotificationHandler] = {}
         self._idle = False  # the dispatch loop is parked, waiting for input
         self._handoff: tuple[Coroutine[Any, Any, None], Any] | None = None
+        self._batch_open = False  # lines were queued for feed_end; _end_batch is scheduled
         self.inline_dispatch = inline.AVAILABLE
         #: Send ``$/cancel_request`` for an outgoing request nobody awaits any more.
         self.cancel_abandoned_requests = True
@@ -267,10 +268,18 @@ class Connection:
         if len(inbox) >= self._max_inbox and not self._reader_paused:
             self._pause_reader()
         if not (self._idle and self.inline_dispatch):
-            self._wake()  # else feed_end, later in this same read callback, dispatches it
+            self._wake()
+        elif not self._batch_open:  # feed_end dispatches it, or _end_batch a turn later
+            self._batch_open = True
+            self.loop.call_soon(self._end_batch)
+
+    def _end_batch(self) -> None:
+        if self._batch_open:  # the transport never said where its read ended
+            self.feed_end()
 
     def feed_end(self) -> None:
         """A read chunk is fully framed: dispatch it inline if the loop is parked, then flush."""
+        self._batch_open = False
         if self._idle:
             if self._inbox and self.inline_dispatch:
                 self._run_inline()
@@ -345,7 +354,10 @@ class Connection:
         if len(self._inbox) >= self._max_inbox and not self._reader_paused:
             self._pause_reader()
         if not (self._idle and self.inline_dispatch):
-            self._wake()  # else feed_end, later in this same read callback, dispatches it
+            self._wake()
+        elif not self._batch_open:
+            self._batch_open = True
+            self.loop.call_soon(self._end_batch)
 
     def _pause_reader(self) -> None:
         """The inbox is full: no more lines until the dispatch loop took half of them."""

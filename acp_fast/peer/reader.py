@@ -24,6 +24,17 @@ from ..wire.framing import LineFramer
 
 
 class LineSink(Protocol):
+    """What a transport hands incoming messages to (the Connection).
+
+    The contract, for every transport: ``feed_line`` once per complete
+    message, in order; ``feed_oversized``/``feed_truncated`` for a message
+    the framer could not deliver; ``feed_eof`` once, last. ``feed_end`` says
+    "this read is done, dispatch and flush now" and is optional: a sink ends
+    every batch it was given by itself, one loop turn later at the latest, so
+    a transport that cannot tell where a read ends (a WebSocket whose last
+    frame was a control frame the library answered) cannot strand a line.
+    """
+
     def feed_line(self, line: bytes | memoryview) -> None: ...
     def feed_oversized(self, event: Oversized) -> None: ...
     def feed_truncated(self, event: Truncated) -> None: ...
