@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from ._version import __version__
 from .agent import validate
 from .agent.base import Agent
+from .extras import MissingExtra, install_hint
 from .wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
 from .wire.limits import Limits
 
@@ -100,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         "--validate",
         action="store_true",
         help=f"check every message the agent writes against the ACP JSON schema and log each violation "
-        f"to stderr (a debug aid; needs acp-fast[validate]; same as {validate.ENV_VAR}=1)",
+        f"to stderr (a debug aid; needs the validate extra; same as {validate.ENV_VAR}=1)",
     )
     common.add_argument(
         "--validate-schema",
@@ -207,6 +208,8 @@ def _load_agent(target: str, unstable: bool = False, strict: bool = False) -> Ag
         _fail(f"expected package.module:AgentClass, got {target!r}")
     try:
         module = importlib.import_module(module_name)
+    except MissingExtra as exc:  # the agent's module imports a part of acp_fast whose extra is missing
+        _fail(str(exc))
     except ImportError as exc:
         _fail(_import_failure(module_name, exc))
     try:
@@ -226,7 +229,8 @@ def _load_agent(target: str, unstable: bool = False, strict: bool = False) -> Ag
     try:
         from .compat import wrap_sdk_agent  # an agent written on the official SDK
     except ImportError:
-        _fail(f"{target} looks like an agent written on the official SDK; serving it needs 'acp-fast[compat]'")
+        _fail(f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
+              f"{install_hint('compat')}")
     sdk_agent = obj() if isinstance(obj, type) else obj
     wrapped: Agent = wrap_sdk_agent(sdk_agent, use_unstable_protocol=unstable, strict=strict)
     return wrapped
@@ -286,6 +290,14 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except MissingExtra as exc:
+        sys.stderr.write(f"acp-fast: {exc}\n")
+        raise SystemExit(2) from None
+
+
+def _main(argv: Sequence[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         from .bench.driver import main as bench_main

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from acp_fast.bench import driver, hosting
+from acp_fast.extras import install_hint
 
 
 @pytest.mark.slow
@@ -48,7 +49,7 @@ def test_hosting_scenario_measures_acp_fast_and_the_echo_floor(tmp_path: Path) -
 def test_hosting_without_the_server_extra_is_one_unsupported_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    reason = "needs the server extra (pip install 'acp-fast[server]'): picows is not installed"
+    reason = f"needs the server extra ({install_hint('server')}): picows is not installed"
     monkeypatch.setattr(hosting, "missing_extra", lambda: reason)
     out = tmp_path / "bench.json"
     assert driver.main(["--targets", "", "--hosting", "--json", str(out), "--no-plot"]) == 0

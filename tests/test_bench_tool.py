@@ -22,6 +22,7 @@ from acp_fast.bench.probe import NEEDS, modes_of
 from acp_fast.bench.report import goals, table
 from acp_fast.bench.runner import FULL, QUICK, session_budget
 from acp_fast.bench.stats import Bursts, Rate, percentile
+from acp_fast.extras import install_hint
 from acp_fast.wire.limits import MAX_SESSIONS
 
 PARTIAL = Path(__file__).parent / "bench_agents" / "partial_agent.py"
@@ -116,10 +117,10 @@ def test_sdk_target_is_skipped_with_the_extra_named_when_acp_is_missing(
     skipped: list[str] = []
     chosen = targets.select_targets(["acp_fast", "sdk", "floor"], [], skipped=skipped)
     assert [t.name for t in chosen] == ["acp_fast", "floor"]
-    assert len(skipped) == 1 and 'pip install "acp-fast[bench]"' in skipped[0]
+    assert len(skipped) == 1 and install_hint("bench") in skipped[0]
     assert driver.main(["--targets", "sdk", "--no-plot"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert sum('pip install "acp-fast[bench]"' in line for line in err) == 1
+    assert sum(install_hint("bench") in line for line in err) == 1
 
 
 def test_label_names_the_agent_before_it() -> None:

@@ -42,6 +42,8 @@ from typing import Any, Literal
 
 import orjson
 
+from ..extras import install_hint
+
 SCHEMA_ENV_VAR = "ACP_FAST_VALIDATE_SCHEMA"
 
 #: Where a directory may hold the schema, best first: the unstable superset,
@@ -184,7 +186,7 @@ def _missing(path: str | None) -> str | None:
     """What validation from ``path`` (a file, or None: the SDK) needs and this environment lacks."""
     needed = ("jsonschema",) if path else ("jsonschema", "acp")
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
-    return f"needs {' and '.join(missing)}: pip install 'acp-fast[validate]'" if missing else None
+    return f"needs {' and '.join(missing)}: {install_hint('validate')}" if missing else None
 
 
 # -- a schema file ------------------------------------------------------------------

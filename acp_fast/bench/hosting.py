@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..extras import install_hint
+
 if TYPE_CHECKING:
     from picows import WSTransport
 
@@ -64,7 +66,7 @@ def missing_extra() -> str | None:
     try:
         import picows  # noqa: F401
     except ImportError:
-        return "needs the server extra (pip install 'acp-fast[server]'): picows is not installed"
+        return f"needs the server extra ({install_hint('server')}): picows is not installed"
     return None
 
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..extras import install_hint
+
 #: Directory of the floor agent and the SDK peer agent, inside the installed package.
 AGENTS_DIR = Path(__file__).resolve().parent
 FLOOR_SCRIPT = AGENTS_DIR / "echo_floor.py"
@@ -23,7 +25,7 @@ BUILTIN = ("acp_fast", "sdk", "floor")
 #: The name of the handshake row for a bare interpreter start; no target may take it.
 BARE = "bare"
 BARE_IMPORTS = "import asyncio, uvloop, orjson"
-SDK_EXTRA_HINT = 'pip install "acp-fast[bench]"'
+SDK_EXTRA_HINT = install_hint("bench")
 #: The row of acp_fast's framework-only session/new: the demo without its start announcement (quiet_demo.py).
 NO_HOOK_SCENARIO = "sessions_per_s_no_hook"
 QUIET_DEMO_AGENT = "acp_fast.bench.quiet_demo:QuietDemoAgent"

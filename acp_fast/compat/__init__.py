@@ -19,7 +19,11 @@ imports this package. See docs/MIGRATION.md.
 
 from __future__ import annotations
 
-from .agent import (
+from ..extras import require
+
+require("compat", "serving an agent written on the official SDK (acp_fast.compat)")
+
+from .agent import (  # noqa: E402
     UNSTABLE_METHODS,
     SdkAgent,
     dump_defaults,
@@ -27,9 +31,9 @@ from .agent import (
     sdk_defines,
     wrap_sdk_agent,
 )
-from .client import SdkClient
-from .connection import DEFAULT_STDIO_BUFFER_LIMIT_BYTES, AgentSideConnection, run_agent, use_in_sdk_http_server
-from .release import NOTIFICATION_ROUTES, REQUEST_ROUTES, SDK_VERSION, SDK_VERSION_TEXT
+from .client import SdkClient  # noqa: E402
+from .connection import DEFAULT_STDIO_BUFFER_LIMIT_BYTES, AgentSideConnection, run_agent, use_in_sdk_http_server  # noqa: E402
+from .release import NOTIFICATION_ROUTES, REQUEST_ROUTES, SDK_VERSION, SDK_VERSION_TEXT  # noqa: E402
 
 #: Every agent attribute the adapter can forward with the installed release.
 SDK_AGENT_METHODS: frozenset[str] = frozenset(

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, get_args
 
+from ..extras import MissingExtra
+
 try:
     from acp import schema as S
     from acp.agent.connection import AgentSideConnection as SdkAgentSideConnection
     from acp.agent.router import build_agent_router
     from acp.interfaces import Agent as SdkAgentProtocol
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("acp_fast.compat needs the official SDK: pip install 'acp-fast[compat]'") from exc
+except ImportError as exc:  # exercised by .ci/package-check's plain install
+    raise MissingExtra("compat", "serving an agent written on the official SDK", exc.name or "acp") from exc
 from pydantic import BaseModel, TypeAdapter
 
 log = logging.getLogger("acp_fast.compat")

@@ -1,6 +1,10 @@
 """Hosting: many ACP connections per process, over WebSocket and Streamable HTTP (``server`` extra: picows, h11)."""
 
-from .auth import bearer_token
-from .server import AcpHost, ListenAddress, run_host, serve_ws
+from ..extras import require
+
+require("server", "hosting agents over WebSocket and HTTP (--listen, serve_ws, run_host)")
+
+from .auth import bearer_token  # noqa: E402
+from .server import AcpHost, ListenAddress, run_host, serve_ws  # noqa: E402
 
 __all__ = ["AcpHost", "ListenAddress", "bearer_token", "run_host", "serve_ws"]
