@@ -13,15 +13,21 @@ test:
 BENCH_FILES := $(wildcard benchmarks/bench_*.py)
 BENCH_BASELINE := benchmarks/baseline.json
 BENCH_SHOW := --benchmark-group-by=group --benchmark-sort=name --benchmark-columns=median,iqr,rounds
+# A baseline saved on another machine makes pytest-benchmark warn, and the test settings turn
+# every warning into an error: comparing across machines is the point of this target.
+BENCH_WARN := -W "ignore::pytest_benchmark.logger.PytestBenchmarkWarning"
+BENCH_LIMIT :=
 
 bench:
-	python -m pytest $(BENCH_FILES) --benchmark-only -q $(BENCH_SHOW) --benchmark-compare=$(BENCH_BASELINE)
+	python -m pytest $(BENCH_FILES) --benchmark-only -q -p no:randomly $(BENCH_SHOW) $(BENCH_WARN) $(BENCH_LIMIT) --benchmark-compare=$(BENCH_BASELINE)
 
 bench-baseline:
 	python -m pytest $(BENCH_FILES) --benchmark-only -q $(BENCH_SHOW) --benchmark-json=$(BENCH_BASELINE)
 	python -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); [b['stats'].pop('data', None) for b in d['benchmarks']]; json.dump(d, open(p, 'w'), indent=1)" $(BENCH_BASELINE)
 
 lint:
+	@command -v ruff >/dev/null && command -v lint-imports >/dev/null || \
+	  { echo "make lint needs the lint extra: pip install -e '.[test,lint]'"; exit 2; }
 	lint-imports
 	ruff check acp_fast tests benchmarks fuzz
 	mypy --strict acp_fast
