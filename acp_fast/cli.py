@@ -247,7 +247,10 @@ def _agent_factory(target: str, unstable: bool, strict: bool) -> Callable[[], Ag
 
 
 def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
+    from .agent.serve import warn_if_fallback
     from .hosting import ListenAddress, bearer_token, run_host
+
+    warn_if_fallback()
 
     if args.command == "demo":
         from .demo import DemoAgent

@@ -89,3 +89,20 @@ def test_require_and_missing_follow_what_is_importable(monkeypatch: pytest.Monke
         require("server", "a test")
     assert info.value.extra == "server" and info.value.name == "multidict"
     assert str(info.value) == f"a test needs the 'server' extra (multidict is not installed): {install_hint('server')}"
+
+
+def test_the_pure_python_fallback_is_logged_once_per_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from acp_fast.agent import serve
+
+    serve.warn_if_fallback.cache_clear()
+    monkeypatch.setattr(serve, "FALLBACK_REASON", "the compiled framer is not installed (test)")
+    try:
+        with caplog.at_level("WARNING", logger=serve.log.name):
+            serve.warn_if_fallback()
+            serve.warn_if_fallback()
+        hits = [r for r in caplog.records if "pure-Python framer" in r.getMessage()]
+        assert len(hits) == 1 and "(test)" in hits[0].getMessage()
+    finally:
+        serve.warn_if_fallback.cache_clear()

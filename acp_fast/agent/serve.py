@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dis
+import functools
 import gc
 import logging
 import signal
@@ -17,8 +18,8 @@ from ..peer.reader import ReadProtocol
 from ..peer.writer import Writer
 from ..transports.loop import event_loop_factory
 from ..transports.stdio import connect_stdio
+from ..wire.framing import FALLBACK_REASON, new_framer
 from ..wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
-from ..wire.framing import new_framer
 from ..wire.limits import Limits
 from .base import Agent
 from .server import AgentServer
@@ -81,6 +82,16 @@ def _on_signal(reader: ReadProtocol, sig: signal.Signals) -> None:
     reader.connection_lost(None)
 
 
+@functools.cache
+def warn_if_fallback() -> None:
+    """Say once per process that the slow path is live: pip prints its own warning only with ``-v``."""
+    if FALLBACK_REASON is not None:
+        log.warning(
+            "running on the pure-Python framer and decoder: %s; reinstall with a C compiler for full speed",
+            FALLBACK_REASON,
+        )
+
+
 def run_agent(
     agent: Agent,
     limits: Limits | None = None,
@@ -112,6 +123,7 @@ def run_agent(
         gc.freeze()
         gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
     log.info("event loop: %s; framer: %s", kind, FRAMER_IMPLEMENTATION)
+    warn_if_fallback()
     runner = asyncio.Runner(loop_factory=factory)
     try:
         runner.run(serve_stdio(agent, limits))

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING
 from .frames import Oversized, Truncated
 from .limits import Limits
 
+#: Why the pure-Python framer is live although nobody asked for it (None: compiled, or asked for).
+FALLBACK_REASON: str | None = None
+
 if TYPE_CHECKING:
     from ._framing_py import LineFramer as LineFramer
 
@@ -34,10 +37,11 @@ else:
         from ._framing import LineFramer
 
         IMPLEMENTATION = "c"
-    except ImportError:
+    except ImportError as exc:
         from ._framing_py import LineFramer
 
         IMPLEMENTATION = "python"
+        FALLBACK_REASON = f"the compiled framer is not installed ({exc})"
 
 Frame = bytes | memoryview | Oversized
 
@@ -47,4 +51,4 @@ def new_framer(limits: Limits) -> LineFramer:
     return LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes)
 
 
-__all__ = ["IMPLEMENTATION", "Frame", "LineFramer", "Oversized", "Truncated", "new_framer"]
+__all__ = ["FALLBACK_REASON", "IMPLEMENTATION", "Frame", "LineFramer", "Oversized", "Truncated", "new_framer"]
