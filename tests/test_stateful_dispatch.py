@@ -34,6 +34,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from acp_fast.agent.base import Agent, current_turn
+from acp_fast.peer.connection import (
+    DISPATCH_TRANSITIONS,
+    INPUT_TRANSITIONS,
+    DispatchEvent,
+    DispatchState,
+    DispatchStateError,
+    InputEvent,
+    InputState,
+    _dispatch_next,
+    _input_next,
+)
 from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, prompt_params
 
@@ -422,6 +433,15 @@ class DispatchMachine(RuleBasedStateMachine):
                 assert job is not None and job.orphaned and job.task is not None and not job.task.done()
                 assert self.h.server.sessions.get(sid).busy and self.h.responses(rid)
 
+    @invariant()
+    def the_dispatch_state_is_one_the_loop_can_rest_in(self) -> None:
+        """Between steps no read callback runs: never INLINE; DONE exactly once the connection ended."""
+        state = self.h.conn.dispatch_state
+        assert state is not DispatchState.INLINE, state
+        assert (state is DispatchState.DONE) == self.h.task.done(), (state, self.h.task)
+        if self.closed:
+            assert self.h.conn.input_state is InputState.ENDED
+
     @staticmethod
     def _text(job: Any) -> str:
         return str(job.request.params["prompt"][0]["text"]) if job.request.method == "session/prompt" else ""
@@ -463,3 +483,22 @@ def test_dispatch_state_machine() -> None:
 @pytest.mark.usefixtures("read_path")
 def test_dispatch_state_machine_eager() -> None:
     run_state_machine_as_test(EagerDispatchMachine, settings=SETTINGS)
+
+
+def test_every_dispatch_state_has_a_row_and_an_illegal_change_raises() -> None:
+    assert set(DISPATCH_TRANSITIONS) == set(DispatchState) and set(INPUT_TRANSITIONS) == set(InputState)
+    for state, events in DISPATCH_TRANSITIONS.items():
+        assert (DispatchEvent.END in events) == (state is not DispatchState.DONE), state
+    assert _dispatch_next(DispatchState.PARKED, DispatchEvent.INLINE) is DispatchState.INLINE
+    with pytest.raises(DispatchStateError, match="WAKE in INLINE"):
+        _dispatch_next(DispatchState.INLINE, DispatchEvent.WAKE)  # the task cannot run inside a read callback
+    with pytest.raises(DispatchStateError, match="QUEUE in RUNNING"):
+        _dispatch_next(DispatchState.RUNNING, DispatchEvent.QUEUE)
+    with pytest.raises(DispatchStateError):
+        _dispatch_next(DispatchState.DONE, DispatchEvent.END)
+    with pytest.raises(DispatchStateError, match="RESUME in ENDED"):
+        _input_next(InputState.ENDED, InputEvent.RESUME)
+    reachable = {DispatchState.RUNNING}
+    for _ in DispatchState:  # every state is reachable from the initial one
+        reachable |= {new for state in reachable for new in DISPATCH_TRANSITIONS[state].values()}
+    assert reachable == set(DispatchState)

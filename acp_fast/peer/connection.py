@@ -26,6 +26,11 @@ the dispatch task, in its context, inline or not: a cancel asked of that task
 while a handler runs is the handler's (-32800); cancelling ``run`` itself, or
 the dispatch task while it waits for input, stops the connection.
 
+What the loop is doing is one ``DispatchState`` (what the read side is doing,
+one ``InputState``), changed only through the transition tables below; an
+illegal change raises ``DispatchStateError`` (docs/ARCHITECTURE.md, "Dispatch
+states").
+
 Lifecycle is OPEN -> DRAINING -> CLOSED. EOF on the read side (or a failed
 write side) ends the loop after the inbox is drained; then the shutdown hooks
 run (the ACP layer cancels prompts and applies the grace period, R13-R14),
