@@ -211,3 +211,41 @@ def test_a_percentile_goal_uses_a_bootstrap_spread() -> None:
     noisy = {"cancel_idle": {"acp_fast": _latency(tail), "floor": _latency([10.0] * 400)}}
     judged = {x.text: x for x in goals(noisy)}[goal]
     assert judged.undecided, judged
+
+
+@pytest.mark.slow
+def test_cancel_ignored_scenario_acp_fast_answers_at_the_grace_and_the_sdk_row_says_what_it_saw() -> None:
+    """R30 in the bench: acp_fast answers once the grace is over (a generous bound, no speed claim), with
+    nothing of the turn after it; the SDK's same body runs about 4 s, so a 3 s wait reports no answer."""
+    import asyncio
+
+    from acp_fast.bench import cancel_ignored
+
+    grace_s, wait_s = 0.05, 3.0
+    row = asyncio.run(cancel_ignored.run(sys.executable, 2, 1, grace_s=grace_s, wait_s=wait_s))
+    mine = row["acp_fast"]
+    assert mine["n"] == 2 and mine["correct"] is True and mine["updates_after_answer"] == 0, mine
+    assert grace_s * 1000 <= mine["p50_ms"] <= mine["max_ms"] <= wait_s * 1000, mine
+    assert mine["grace_ms"] == grace_s * 1000 and "over_grace_p99_ms" in mine
+    sdk = row["sdk"]
+    if "unsupported" in sdk:  # the official SDK is a test dependency; only an install without it lands here
+        pytest.skip(sdk["unsupported"])
+    assert sdk["n"] == 0 and sdk["unanswered"] == 1 and sdk["note"] == f"no answer within {wait_s:g} s", sdk
+    shown = table({"cancel_ignored": row}, ["acp_fast", "sdk"])
+    assert "cancel, agent ignores it p99 (ms)" in shown and "no answer within 3 s" in shown, shown
+    lines = cancel_ignored.describe(row)
+    assert "cancel_grace_s=0.05 s" in lines[0] and "no answer within 3 s" in lines[-1], lines
+    [goal] = [g for g in goals({"cancel_ignored": row}) if g.text.startswith("cancel, agent ignores it")]
+    assert goal.met is not None, goal
+
+
+def test_cancel_ignored_goal_is_judged_on_the_grace_and_not_applicable_without_acp_fast() -> None:
+    row = {"acp_fast": {"n": 3, "correct": True, "p99_ms": 503.0, "grace_ms": 500.0}}
+    [met] = [g for g in goals({"cancel_ignored": row}) if g.text.startswith("cancel, agent ignores it")]
+    assert met.met is True, met
+    row["acp_fast"]["p99_ms"] = 506.0
+    [miss] = [g for g in goals({"cancel_ignored": row}) if g.text.startswith("cancel, agent ignores it")]
+    assert miss.met is False, miss
+    absent = {"cancel_ignored": {"acp_fast": {"correct": False, "error": "no answer"}}}
+    [na] = [g for g in goals(absent) if g.text.startswith("cancel, agent ignores it")]
+    assert na.met is None, na

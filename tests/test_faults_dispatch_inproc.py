@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from acp_fast.agent.base import Agent
-from acp_fast.peer.connection import IncomingRequest
+from acp_fast.peer.connection import DispatchState, IncomingRequest
 from acp_fast.wire.jsonrpc import Notification
 from tests.helpers import ConnectionHarness, Harness, close_and_check, prompt_params
 
@@ -229,7 +229,7 @@ def test_context_is_one_per_handler_across_its_awaits_and_the_reader_context_is_
         h.conn.on_receive_request(handler)
         _var.set("reader")
         assert (await h.call("set", {"v": "warm-up"}))["result"] == "warm-up"
-        await h.wait_for(lambda: h.conn._idle)  # parked: the next line is dispatched inline, if on
+        await h.wait_for(lambda: h.conn.dispatch_state is DispatchState.PARKED)  # the next line goes inline, if on
         rid = h.request("set", {"v": "one"})
         assert h.find_response(rid) is None  # suspended at its await either way
         assert (await h.response(rid))["result"] == "one"
@@ -277,7 +277,7 @@ def test_r24_cancelling_run_itself_stops_the_connection_and_answers_what_is_open
 
         h.conn.on_receive_request(handler)
         await h.call("warm-up")
-        await h.wait_for(lambda: h.conn._idle)
+        await h.wait_for(lambda: h.conn.dispatch_state is DispatchState.PARKED)
         if busy:
             rid = h.request("hangs")
             await entered.wait()
@@ -311,7 +311,7 @@ def test_r24_handler_that_cancels_its_task_and_returns_leaves_the_loop_serving(r
 
         h.conn.on_receive_request(handler)
         await h.call("warm-up")
-        await h.wait_for(lambda: h.conn._idle)
+        await h.wait_for(lambda: h.conn.dispatch_state is DispatchState.PARKED)
         assert (await h.call("cancel-and-return"))["result"] == "cancel-and-return"
         assert (await h.call("next"))["result"] == "next"  # still serving, after the cancel landed
         assert h.conn._loop_task is not None and h.conn._loop_task.cancelling() == 0

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from acp_fast.peer.connection import IncomingRequest
+from acp_fast.peer.connection import DispatchState, IncomingRequest
 from acp_fast.wire.errors import DeadlockError
 from tests.helpers import ConnectionHarness, close_and_check
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("read_path")
 
 async def parked(h: ConnectionHarness) -> None:
     """Wait until the dispatch loop has drained its inbox and parked."""
-    await h.wait_for(lambda: h.conn._idle)
+    await h.wait_for(lambda: h.conn.dispatch_state is DispatchState.PARKED)
 
 
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "queued"])

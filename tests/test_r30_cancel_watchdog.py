@@ -292,3 +292,107 @@ def test_r30_compat_sdk_agent_ignoring_its_cancel_is_answered_and_muted(run: Any
         await close_and_check(h)
 
     run(body())
+
+
+class _StubbornChildParent:
+    """A parent prompt that waits on a subagent child whose work swallows every cancel until ``release``."""
+
+    @staticmethod
+    def make() -> Any:
+        from acp_fast.agent.base import Agent
+
+        class Parent(Agent):
+            def __init__(self) -> None:
+                self.started = asyncio.Event()
+                self.release = asyncio.Event()
+                self.child_cancels = 0
+                self.child_exited = asyncio.Event()
+                self.runs: list[Any] = []
+
+            async def work(self, run: Any) -> str:
+                try:
+                    await self.client.agent_message_chunk(run.session_id, "child started")
+                    self.started.set()
+                    while not self.release.is_set():
+                        try:
+                            await self.release.wait()
+                        except asyncio.CancelledError:  # ignored, every time (R30)
+                            self.child_cancels += 1
+                            if self.child_cancels == 1:
+                                await self.client.agent_message_chunk(run.session_id, "child after cancel")
+                    await self.client.agent_message_chunk(run.session_id, "child late")
+                    return "end_turn"
+                finally:
+                    self.child_exited.set()
+
+            async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> str:
+                run = await self.client.start_subagent(session_id, self.work, title="search")
+                self.runs.append(run)
+                await run
+                await self.client.agent_message_chunk(session_id, "parent late")
+                return "end_turn"
+
+        return Parent()
+
+
+def _of_turn(messages: list[Any], sessions: set[str]) -> list[Any]:
+    return [m for m in messages if isinstance(m, dict) and m.get("params", {}).get("sessionId") in sessions]
+
+
+def test_r30_r05_parent_waiting_on_a_child_that_ignores_cancel_is_answered_and_the_child_muted(run: Any) -> None:
+    """session/cancel of the parent: the parent is answered by the watchdog (its wait on the child is
+    what ignores the cancel); nothing of the child's turn reaches the client after that answer, the
+    child's report included; the slot is freed when the bodies exit, and shutdown stays bounded."""
+
+    async def body() -> None:
+        agent = _StubbornChildParent.make()
+        h = Harness(agent, limits=Limits(cancel_grace_s=0.01, shutdown_grace_s=0.02, abort_join_s=0.02))
+        try:
+            await h.initialize({"subagents": {}})
+            sid = await h.new_session()
+            pid = h.request("session/prompt", prompt_params(sid, "go"))
+            await agent.started.wait()
+            child = agent.runs[0].session_id
+            h.notify("session/cancel", {"sessionId": sid})
+            answer = await h.response(pid)
+            assert answer["result"] == {"stopReason": "cancelled"}, answer
+            at = h.messages.index(answer)
+            [job] = h.server.pool.jobs()
+            assert job.orphaned and not job.task.done() and agent.child_cancels >= 1
+            assert h.server.sessions.get(sid).busy  # R07, R30: taken until the bodies exit
+            agent.release.set()
+            await agent.child_exited.wait()
+            await job.task
+            assert h.server.pool.in_flight == 0 and not h.server.sessions.get(sid).busy
+            after = _of_turn(h.messages[at + 1 :], {sid, child})
+            assert after == [], after  # R05, R30: the child's late update and its idle report dropped
+            assert h.responses(pid) == [answer]
+            await close_and_check(h)
+        finally:
+            agent.release.set()
+
+    run(body())
+
+
+def test_r14_eof_while_a_child_ignores_every_cancel_shuts_down_bounded_and_answers_the_parent(run: Any) -> None:
+    async def body() -> None:
+        agent = _StubbornChildParent.make()
+        h = Harness(agent, limits=Limits(cancel_grace_s=3600.0, shutdown_grace_s=0.02, abort_join_s=0.02))
+        try:
+            await h.initialize({"subagents": {}})
+            sid = await h.new_session()
+            pid = h.request("session/prompt", prompt_params(sid, "go"))
+            await agent.started.wait()
+            child = agent.runs[0].session_id
+            await h.close()  # bounded: the abort ends the parent's wait; the child is abandoned
+            answer = h.find_response(pid)
+            assert answer is not None and answer["result"] == {"stopReason": "cancelled"}, answer
+            assert h.responses(pid) == [answer]
+            at = h.messages.index(answer)
+            agent.release.set()
+            await agent.child_exited.wait()
+            assert _of_turn(h.messages[at + 1 :], {sid, child}) == []
+        finally:
+            agent.release.set()
+
+    run(body())

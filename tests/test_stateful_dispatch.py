@@ -2,7 +2,7 @@
 
 Random interleavings of session/new, prompt (held open, released, failing,
 waiting on the client: a permission request or an fs read, or ignoring its
-first cancel, answered for by the watchdog and released later),
+first cancel or every cancel, answered for by the watchdog and released later),
 session/cancel, $/cancel_request, set_mode (ok and failing), the client's
 answers to the agent's requests (in time, late after the turn was cancelled,
 or in the same read as a cancel, either order) and EOF run against a real
@@ -13,7 +13,11 @@ invariants check the whole output so far: one response per request, none for
 notifications, at most one running prompt per session, a prompt's updates
 before its response, ``$/cancel_request`` exactly for the agent requests a
 cancelled turn abandoned unanswered, no noise from late answers, and after
-EOF no slot, reservation or task left. Every wait is ``Harness.wait_for``
+EOF no slot, reservation or task left. For a turn that ignores its cancel
+(R30): the watchdog is due ``cancel_grace_s`` after the cancel and answers in
+the very callback that fires then, while the body still runs; one answer;
+nothing of that turn after it (also once shutdown abandoned the body and it
+ends later); its session and slot stay taken until the body exits. Every wait is ``Harness.wait_for``
 (event-driven); the outer timeout only turns a hang into a failure.
 """
 
@@ -30,11 +34,25 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from acp_fast.agent.base import Agent, current_turn
+from acp_fast.peer.connection import (
+    DISPATCH_TRANSITIONS,
+    INPUT_TRANSITIONS,
+    DispatchEvent,
+    DispatchState,
+    DispatchStateError,
+    InputEvent,
+    InputState,
+    _dispatch_next,
+    _input_next,
+)
 from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, prompt_params
 
 T = TypeVar("T")
 POOL = 3  # small, so the R08 refusal is reached often
+#: A body that swallows every cancel costs this much at EOF (shutdown's abort join). Far below it, a
+#: loaded machine's loop lag cuts the shutdown hook short at its own deadline, before it released the slot.
+ABORT_JOIN_S = 0.25
 HANG_S = 10.0
 
 
@@ -50,7 +68,8 @@ class ModelAgent(Agent):
 
     ``ask`` and ``read`` first wait for the client's answer to a permission
     request or an fs read, and say ``answered <id>`` when it came. ``stubborn``
-    swallows its first cancellation and goes on waiting (R30).
+    swallows its first cancellation and goes on waiting; ``forever`` swallows
+    every one until released, shutdown's abort included (R30).
     """
 
     def __init__(self) -> None:
@@ -84,6 +103,13 @@ class ModelAgent(Agent):
                     await self.release.setdefault(rid, asyncio.Event()).wait()
                 except asyncio.CancelledError:  # swallowed once: the watchdog answers for it (R30)
                     await self.client.agent_message_chunk(session_id, f"swallowed {rid}")
+            elif text == "forever":
+                release = self.release.setdefault(rid, asyncio.Event())
+                while not release.is_set():
+                    try:
+                        await release.wait()
+                    except asyncio.CancelledError:  # every cancel swallowed, the abort's too
+                        await self.client.agent_message_chunk(session_id, f"swallowed {rid}")
             await self.release.setdefault(rid, asyncio.Event()).wait()
             await self.client.agent_message_chunk(session_id, f"end {rid}")
             return "end_turn"
@@ -124,9 +150,27 @@ class DispatchMachine(RuleBasedStateMachine):
         self.abandoned: set[Any] = set()  # agent requests a cancelled turn left unanswered
         self.answered_out: set[Any] = set()  # agent requests the client has answered
         self.closed = False
+        self.armed: list[tuple[float, float]] = []  # (loop time after a watchdog was armed, when it is due)
+        self.overdue: list[tuple[Any, bool, bool]] = []  # (request id, answered, body done) as the watchdog fired
+        self._watch(self.h.server.pool)
 
     async def _make(self) -> Harness:
-        return Harness(self.agent, Limits(max_background=POOL, cancel_grace_s=0.001, shutdown_grace_s=0.01))
+        limits = Limits(max_background=POOL, cancel_grace_s=0.001, shutdown_grace_s=0.01, abort_join_s=ABORT_JOIN_S)
+        return Harness(self.agent, limits)
+
+    def _watch(self, pool: Any) -> None:
+        """Record each watchdog as armed and as it fires (R30), through the pool's own methods."""
+        arm, overdue = pool._arm_watchdog, pool._overdue
+
+        def armed(job: Any) -> None:
+            arm(job)
+            self.armed.append((self.loop.time(), job.timer.when()))
+
+        def fired(job: Any) -> None:
+            overdue(job)
+            self.overdue.append((job.request.id, job.request.answered, job.task.done()))
+
+        pool._arm_watchdog, pool._overdue = armed, fired
 
     def _run(self, aw: Awaitable[T]) -> T:
         return self.loop.run_until_complete(asyncio.wait_for(aw, HANG_S))
@@ -170,7 +214,7 @@ class DispatchMachine(RuleBasedStateMachine):
 
     def stubborn(self, rid: Any) -> bool:
         job = self.h.server.pool.get(rid)
-        return job is not None and job.request.params["prompt"][0]["text"] == "stubborn"
+        return job is not None and job.request.params["prompt"][0]["text"] in ("stubborn", "forever")
 
     # -- rules ---------------------------------------------------------------------------
     @precondition(lambda self: not self.closed and len(self.sessions) < 5)
@@ -184,7 +228,7 @@ class DispatchMachine(RuleBasedStateMachine):
         self.sessions.append(resp["result"]["sessionId"])
 
     @precondition(lambda self: not self.closed and self.sessions)
-    @rule(data=st.data(), kind=st.sampled_from(["hold", "fail", "ask", "read", "stubborn"]))
+    @rule(data=st.data(), kind=st.sampled_from(["hold", "fail", "ask", "read", "stubborn", "forever"]))
     def prompt(self, data: st.DataObject, kind: str) -> None:
         sid = data.draw(st.sampled_from(self.sessions))
         fail = kind == "fail"
@@ -307,9 +351,16 @@ class DispatchMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.closed)
     @rule()
     def eof(self) -> None:
+        forever = {j.request.id: j.task for j in self.h.server.pool.jobs() if self._text(j) == "forever"}
         self._run(self.h.close())  # R13: every running prompt is cancelled, then answered
         for rid in self.running.values():
             assert self.h.find_response(rid)["result"] == {"stopReason": "cancelled"}  # type: ignore[index]
+        if forever:  # R14: shutdown abandoned them; they end later, and nothing of theirs is sent
+            event("shutdown abandoned a body that swallows every cancel")
+            for rid, task in forever.items():
+                assert task is not None and not task.done()
+                self.agent.release.setdefault(rid, asyncio.Event()).set()
+            self._run(asyncio.wait([t for t in forever.values() if t is not None]))
         self.running.clear()
         self.finishing.clear()
         self.asking.clear()  # nothing is read after EOF: no $/cancel_request is owed
@@ -371,6 +422,33 @@ class DispatchMachine(RuleBasedStateMachine):
             self.h.assert_no_leaks()  # R15
             assert sorted(self.agent.finalized, key=repr) == sorted(self.prompts, key=repr)  # R13
 
+    @invariant()
+    def a_turn_ignoring_its_cancel_is_answered_by_the_watchdog_and_holds_its_slot(self) -> None:
+        grace = self.h.conn.limits.cancel_grace_s
+        for armed_at, due in self.armed:
+            assert due <= armed_at + grace, (armed_at, due)  # R30: due cancel_grace_s after the cancel
+        for rid, answered, done in self.overdue:
+            if not done:  # it fired on a running body: answered in that very callback
+                assert answered, rid
+        if not self.closed:
+            for sid, rid in self.finishing.items():  # R30, R07, R08: answered, yet still holding both
+                job = self.h.server.pool.get(rid)
+                assert job is not None and job.orphaned and job.task is not None and not job.task.done()
+                assert self.h.server.sessions.get(sid).busy and self.h.responses(rid)
+
+    @invariant()
+    def the_dispatch_state_is_one_the_loop_can_rest_in(self) -> None:
+        """Between steps no read callback runs: never INLINE; DONE exactly once the connection ended."""
+        state = self.h.conn.dispatch_state
+        assert state is not DispatchState.INLINE, state
+        assert (state is DispatchState.DONE) == self.h.task.done(), (state, self.h.task)
+        if self.closed:
+            assert self.h.conn.input_state is InputState.ENDED
+
+    @staticmethod
+    def _text(job: Any) -> str:
+        return str(job.request.params["prompt"][0]["text"]) if job.request.method == "session/prompt" else ""
+
     def teardown(self) -> None:
         try:
             if not self.closed:
@@ -408,3 +486,22 @@ def test_dispatch_state_machine() -> None:
 @pytest.mark.usefixtures("read_path")
 def test_dispatch_state_machine_eager() -> None:
     run_state_machine_as_test(EagerDispatchMachine, settings=SETTINGS)
+
+
+def test_every_dispatch_state_has_a_row_and_an_illegal_change_raises() -> None:
+    assert set(DISPATCH_TRANSITIONS) == set(DispatchState) and set(INPUT_TRANSITIONS) == set(InputState)
+    for state, events in DISPATCH_TRANSITIONS.items():
+        assert (DispatchEvent.END in events) == (state is not DispatchState.DONE), state
+    assert _dispatch_next(DispatchState.PARKED, DispatchEvent.INLINE) is DispatchState.INLINE
+    with pytest.raises(DispatchStateError, match="WAKE in INLINE"):
+        _dispatch_next(DispatchState.INLINE, DispatchEvent.WAKE)  # the task cannot run inside a read callback
+    with pytest.raises(DispatchStateError, match="QUEUE in RUNNING"):
+        _dispatch_next(DispatchState.RUNNING, DispatchEvent.QUEUE)
+    with pytest.raises(DispatchStateError):
+        _dispatch_next(DispatchState.DONE, DispatchEvent.END)
+    with pytest.raises(DispatchStateError, match="RESUME in ENDED"):
+        _input_next(InputState.ENDED, InputEvent.RESUME)
+    reachable = {DispatchState.RUNNING}
+    for _ in DispatchState:  # every state is reachable from the initial one
+        reachable |= {new for state in reachable for new in DISPATCH_TRANSITIONS[state].values()}
+    assert reachable == set(DispatchState)

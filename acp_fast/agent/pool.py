@@ -270,7 +270,8 @@ class BackgroundPool:
         self._answer(job)
 
     def _from_orphan(self) -> bool:
-        """Whether the running code is an orphaned body (its task, or a task it started in its turn)."""
+        """Whether the running code is an orphaned body (its task, a task it started in its turn, or
+        subagent work it started: a child's turn names the prompt turn it came from)."""
         try:
             task = asyncio.current_task()
         except RuntimeError:  # no running loop: not a body
@@ -278,7 +279,10 @@ class BackgroundPool:
         if task is not None and task in self._orphans:
             return True
         turn = _current_turn.get()
-        return turn is not None and turn.token in self._orphan_tokens
+        if turn is None:
+            return False
+        tokens = self._orphan_tokens
+        return turn.token in tokens or getattr(turn, "origin", None) in tokens
 
     async def _run(
         self, job: Job, body: JobBody, result_of: Callable[[Job, Any], Any], not_started: JobBody | None

@@ -580,7 +580,8 @@ class AgentServer:
     async def _run_starts(self) -> None:
         """Run queued start callbacks, in order, each in a context of its own, in this task.
 
-        A callback that finishes without suspending (an announcement written
+        Each is stepped by the dispatch's own primitive (``inline.first_step``,
+        then its ``Resume``). A callback that finishes without suspending (an announcement written
         to an unblocked pipe) costs no task of its own: a task per session
         was a fifth of a pipelined session/new. One that suspends keeps this
         task for the rest of its run, exactly as if it had been spawned alone
@@ -597,19 +598,19 @@ class AgentServer:
         conn = self.conn
         hook = self.agent.on_session_start
         copy_context = contextvars.copy_context
+        first_step = inline.first_step
         open_state = State.OPEN
         while queue and conn.state is open_state:
             session_id = queue.popleft()
             if session_id not in opened:
                 continue
             coro = hook(session_id)
-            context = copy_context()
             try:
-                first = context.run(coro.send, None)
-            except StopIteration:
-                continue
+                resume = first_step(coro, copy_context())
             except BaseException as exc:
                 self._start_failed(session_id, exc)
+                continue
+            if resume is None:  # finished without suspending
                 continue
             if queue and not self._start_scheduled:  # the next sessions start beside this one
                 self._start_scheduled = True
@@ -618,7 +619,7 @@ class AgentServer:
                 else:
                     conn.loop.call_soon(self._start_sessions)
             try:
-                await inline.Resume(coro, first, context=context)
+                await resume
             except BaseException as exc:
                 self._start_failed(session_id, exc)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..wire.errors import from_exception
 from .base import Turn, _current_context, _current_turn
+from .cancel import CancelToken
 from .sessions import ChildSession
 
 if TYPE_CHECKING:
@@ -29,6 +30,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SubagentWork = Callable[["SubagentRun"], Awaitable[Any]]
+
+
+class ChildTurn(Turn):
+    """A child's turn, which remembers the prompt turn it was started from (``origin``, its token).
+
+    When the runtime answers for that prompt because its body ignored a
+    cancel (R30), the child's work is part of the body it stopped listening
+    to: what the child still sends, its idle report included, is dropped as
+    the prompt's own would be (agent/pool.py ``_from_orphan``).
+    """
+
+    __slots__ = ("origin",)
+
+    def __init__(self, origin: CancelToken | None, *args: Any) -> None:
+        super().__init__(*args)
+        self.origin = origin
 
 
 def _stop_reason_of(value: Any) -> str:
@@ -172,7 +189,8 @@ class SubagentRun:
         """
         parent_turn = _current_turn.get()
         request_id = parent_turn.request_id if parent_turn is not None else self.session_id
-        turn = Turn(self.session, self.token, request_id, context)
+        origin = None if parent_turn is None else getattr(parent_turn, "origin", None) or parent_turn.token
+        turn = ChildTurn(origin, self.session, self.token, request_id, context)
         try:
             self.task = self._client._conn.spawn(
                 self._body(turn), name=f"acp.subagent:{self.session_id}", on_done=self._task_done

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..wire.limits import MAX_SESSIONS
+from . import cancel_ignored
 from .probe import PROBE_TIMEOUT_S
 from .process import WAIT_TIMEOUT_S, log
 from .report import goals, meta, notes, plot, table
@@ -104,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--hosting", action="store_true", help="also measure ACP over WebSocket (--listen) against a picows echo floor"
     )
+    p.add_argument(
+        "--cancel-ignored",
+        action="store_true",
+        help="also measure 'cancel, agent ignores it': session/cancel -> answer vs cancel_grace_s (acp_fast, sdk)",
+    )
     p.add_argument("--sdk-uvloop", action="store_true", help="run the SDK agent on uvloop instead of asyncio")
     p.add_argument("--pin", action="store_true", help="pin the driver to CPU 0 and agents to CPU 1")
     p.add_argument("--seed", type=int, default=1, help="seed of the cancel-timing jitter")
@@ -140,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for line in skipped:
         log(line)
-    if not targets and not args.hosting:
+    if not targets and not args.hosting and not args.cancel_ignored:
         print("acp-fast bench: no target left to benchmark", file=sys.stderr)
         return 2
     opts = Options(sizes, targets, args.pin, args.seed, args.timeout, args.probe_timeout)
@@ -154,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         names += [n for n in ("acp_fast", "floor") if n not in names]
         if any("ts-sdk" in per for per in runner.results.values()):
             names.append("ts-sdk")
+    if args.cancel_ignored:
+        _cancel_ignored(runner, sizes, with_sdk="sdk" in wanted or not wanted)  # --targets "": this row alone
+        names += [n for n in runner.results[cancel_ignored.SCENARIO] if n not in names]
     seconds = time.monotonic() - started
     cheap = {name: sup.cheap_method for name, sup in runner.support.items()}
     report: dict[str, Any] = {"meta": meta(opts, argv, seconds, cheap), "results": runner.results}
@@ -226,6 +235,27 @@ def _hosting(runner: Runner, sizes: Sizes) -> None:
                     runner.failed(scenario, target, value["error"])
                 else:
                     runner.put(scenario, target, value)
+
+    _run_loop(measure)
+
+
+def _cancel_ignored(runner: Runner, sizes: Sizes, with_sdk: bool) -> None:
+    """The "cancel, agent ignores it" scenario, after the others (its agents are separate processes)."""
+    rounds = sizes.ignored_cancels
+    sdk_rounds = cancel_ignored.sdk_rounds(rounds) if with_sdk else 0
+    log(
+        f"cancel, agent ignores it: {rounds} rounds on acp_fast (cancel_grace_s={cancel_ignored.GRACE_S:g} s)"
+        + (f", {sdk_rounds} on the sdk" if sdk_rounds else "")
+    )
+
+    async def measure() -> None:
+        try:
+            row = await cancel_ignored.run(sys.executable, rounds, sdk_rounds)
+        except Exception as exc:  # an agent that did not start or closed its pipe: one FAILED row
+            runner.failed(cancel_ignored.SCENARIO, "acp_fast", f"{type(exc).__name__}: {exc}")
+            return
+        for target, value in row.items():
+            runner.put(cancel_ignored.SCENARIO, target, value)
 
     _run_loop(measure)
 

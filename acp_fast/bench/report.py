@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from .cancel_ignored import GOAL_OVER_GRACE_MS
+from .cancel_ignored import describe as describe_cancel_ignored
 from .process import log
 from .runner import Options
 from .scenarios import BUSY_STREAMS, PROMPTS_AT_ONCE
@@ -50,6 +52,10 @@ ROWS: list[tuple[str, str, str, bool, str]] = [
     ("RSS at start (MiB)", "memory", "rss_start_mib", True, "{:,.1f}"),
     ("RSS per open session (KiB)", "memory", "per_session_kib", True, "{:,.2f}"),
     ("RSS per running prompt (KiB)", "memory", "per_prompt_kib", True, "{:,.1f}"),
+    # --cancel-ignored: session/cancel -> answer when the agent swallows the cancel (bench/cancel_ignored.py)
+    ("cancel, agent ignores it p50 (ms)", "cancel_ignored", "p50_ms", True, "{:,.1f}"),
+    ("cancel, agent ignores it p99 (ms)", "cancel_ignored", "p99_ms", True, "{:,.1f}"),
+    ("cancel, agent ignores it max (ms)", "cancel_ignored", "max_ms", True, "{:,.1f}"),
     # --hosting: over WebSocket (acp_fast: `demo --listen`; floor: a bare picows echo round trip)
     ("WS set-up: upgrade+initialize+session/new (/s)", "ws_setup_per_s", "per_s", False, "{:,.0f}"),
     ("WS RSS per idle connection (KiB)", "ws_idle_rss", "kib_per_conn", True, "{:,.1f}"),
@@ -64,7 +70,6 @@ ROWS: list[tuple[str, str, str, bool, str]] = [
     ("WS updates/s, 1 connection (floor: pre-encoded push)", "ws_push_1", "per_s", False, "{:,.0f}"),
     ("WS updates/s, 100 connections (floor: pre-encoded push)", "ws_push_100", "per_s", False, "{:,.0f}"),
 ]
-
 
 
 def _get(results: dict[str, dict[str, Any]], scenario: str, target: str, key: str) -> float | None:
@@ -87,7 +92,7 @@ def _cell(value: dict[str, Any] | None, key: str, fmt: str) -> str:
         return "FAILED"
     v = value.get(key)
     if not isinstance(v, int | float):
-        return "-"
+        return str(value.get("note", "-"))  # what was seen instead: "no answer within 10 s"
     return fmt.format(v) + ("" if value.get("correct", True) else " (WRONG)")
 
 
@@ -131,6 +136,8 @@ def notes(results: dict[str, dict[str, Any]], names: Sequence[str], cheap: dict[
             "available_commands_update (acp_fast/bench/quiet_demo.py), same answer, same rounds; the floor "
             "column repeats the floor's session/new row. The session/new goal is read on the demo's row."
         )
+    if "cancel_ignored" in results:
+        out.extend(describe_cancel_ignored(results["cancel_ignored"]))
     if any(method != "session/set_mode" for method in cheap.values()):
         out.append("control request (set_mode rows): " + ", ".join(f"{n} {m}" for n, m in cheap.items()))
     for n in names:
@@ -240,6 +247,16 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
         if f"ws_updates_{conns}" in results:
             text = f"WS updates/s ({conns} connection{'s' * (conns > 1)}) >= 0.7x WS floor agent"
             bound(text, f"ws_updates_{conns}", "per_s", "floor", 0.7, False)
+    if "cancel_ignored" in results:
+        text = f"cancel, agent ignores it: p99 <= cancel_grace_s + {GOAL_OVER_GRACE_MS:g} ms"
+        mine, grace = (
+            _get(results, "cancel_ignored", "acp_fast", "p99_ms"),
+            _get(results, "cancel_ignored", "acp_fast", "grace_ms"),
+        )
+        if mine is None or grace is None:
+            out.append(Goal(text, None, "needs acp_fast"))
+        else:
+            out.append(Goal(text, mine <= grace + GOAL_OVER_GRACE_MS, f"{mine:,.1f} ms vs grace {grace:,.0f} ms"))
     mine, bare = _get(results, "handshake", "acp_fast", "p50_ms"), _get(results, "handshake", BARE, "p50_ms")
     if mine is not None and bare:
         out.append(Goal("handshake <= 1.3x bare python start", mine / bare <= 1.3, f"{mine / bare:.2f}x"))

@@ -51,6 +51,8 @@ class Sizes:
     handshakes: int
     ws_connections: int
     bursts: int
+    #: Rounds of "cancel, agent ignores it" (--cancel-ignored; the SDK column runs at most 3: ~4 s each).
+    ignored_cancels: int = 30
 
 
 QUICK = Sizes(
@@ -64,6 +66,7 @@ QUICK = Sizes(
     handshakes=3,
     ws_connections=200,
     bursts=3,
+    ignored_cancels=5,
 )
 # pipelined and new_sessions are per timed burst, `bursts` of them per row (Runner.pipelined).
 # A session/new burst runs in its own process after an untimed warm-up share, and its sessions stay

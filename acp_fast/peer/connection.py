@@ -26,6 +26,11 @@ the dispatch task, in its context, inline or not: a cancel asked of that task
 while a handler runs is the handler's (-32800); cancelling ``run`` itself, or
 the dispatch task while it waits for input, stops the connection.
 
+What the loop is doing is one ``DispatchState`` (what the read side is doing,
+one ``InputState``), changed only through the transition tables below; an
+illegal change raises ``DispatchStateError`` (docs/ARCHITECTURE.md, "Dispatch
+states").
+
 Lifecycle is OPEN -> DRAINING -> CLOSED. EOF on the read side (or a failed
 write side) ends the loop after the inbox is drained; then the shutdown hooks
 run (the ACP layer cancels prompts and applies the grace period, R13-R14),
@@ -79,6 +84,120 @@ _TRANSITIONS = {
     State.DRAINING: {State.CLOSED},
     State.CLOSED: set[State](),
 }
+
+
+# -- the dispatch states ------------------------------------------------------------------
+# Two small machines in the manner of h11's ``_state.py``: what the dispatch loop
+# is doing, and what the read side is doing. They change independently (an
+# inbox fills or the input ends whatever the loop is doing), so one enum of
+# their product would only spell the same table out eight times. Every change
+# goes through ``_dispatch_next``/``_input_next``, which raise on a (state,
+# event) pair the tables do not allow. Members hash by identity: the lookups
+# stay C-level (Enum's own ``__hash__`` is Python code).
+
+
+class DispatchState(enum.Enum):
+    """What the dispatch loop is doing (docs/ARCHITECTURE.md, "Dispatch states")."""
+
+    __hash__ = object.__hash__
+
+    RUNNING = "running"  # the dispatch task runs: draining the inbox, or inside a handler
+    PARKED = "parked"  # it awaits input with an empty inbox: a read may dispatch inline
+    BATCH = "batch"  # still parked; lines of a read are queued for its feed_end (or _end_batch)
+    INLINE = "inline"  # a read callback drains the inbox as the dispatch task (inline.first_step)
+    HANDOFF = "handoff"  # that drain suspended in a handler: the dispatch task is woken to resume it
+    STRAY = "stray"  # parked, with a cancel a handler asked of the dispatch task and left unused
+    STOPPING = "stopping"  # run() was cancelled: every cancel is the connection's, not a handler's
+    DONE = "done"  # the loop ended (EOF and an empty inbox, or stopped): the shutdown runs
+
+
+class DispatchEvent(enum.Enum):
+    __hash__ = object.__hash__
+
+    PARK = "park"  # the loop waits for input
+    PARK_STRAY = "park_stray"  # ... while a cancel of its task is outstanding
+    WAKE = "wake"  # the loop task resumes from its wait
+    QUEUE = "queue"  # the first line of a read is queued while parked
+    FEED_END = "feed_end"  # that read is fully framed
+    INLINE = "inline"  # the read callback starts the drain
+    RETURN = "return"  # the inline drain finished (or could not start)
+    RETURN_STRAY = "return_stray"  # ... and a handler in it cancelled the parked task
+    SUSPEND = "suspend"  # the inline drain suspended in a handler
+    STOP = "stop"  # run() was cancelled
+    END = "end"  # the loop returned or raised
+
+
+class InputState(enum.Enum):
+    """What the read side is doing: reading, paused by a full inbox (R26), or ended (EOF)."""
+
+    __hash__ = object.__hash__
+
+    READING = "reading"
+    PAUSED = "paused"
+    ENDED = "ended"
+
+
+class InputEvent(enum.Enum):
+    __hash__ = object.__hash__
+
+    PAUSE = "pause"  # the inbox is full
+    RESUME = "resume"  # the loop took it down to half
+    EOF = "eof"  # the read side ended or the write side failed
+
+
+class DispatchStateError(RuntimeError):
+    """A (state, event) pair the transition table does not allow: a bug in the dispatch loop."""
+
+
+_RUNNING = DispatchState.RUNNING
+_PARKED = DispatchState.PARKED
+_BATCH = DispatchState.BATCH
+_INLINE = DispatchState.INLINE
+_HANDOFF = DispatchState.HANDOFF
+_STRAY = DispatchState.STRAY
+_STOPPING = DispatchState.STOPPING
+_DONE = DispatchState.DONE
+_E = DispatchEvent
+_READING = InputState.READING
+_PAUSED = InputState.PAUSED
+_ENDED = InputState.ENDED
+
+#: Every allowed dispatch change: (state, event) -> state. END is allowed from every live state.
+DISPATCH_TRANSITIONS: dict[DispatchState, dict[DispatchEvent, DispatchState]] = {
+    _RUNNING: {_E.PARK: _PARKED, _E.PARK_STRAY: _STRAY, _E.STOP: _STOPPING},
+    _PARKED: {_E.QUEUE: _BATCH, _E.INLINE: _INLINE, _E.WAKE: _RUNNING, _E.STOP: _STOPPING},
+    _BATCH: {_E.FEED_END: _PARKED, _E.WAKE: _RUNNING, _E.STOP: _STOPPING},
+    _INLINE: {_E.RETURN: _PARKED, _E.RETURN_STRAY: _STRAY, _E.SUSPEND: _HANDOFF},
+    _HANDOFF: {_E.WAKE: _RUNNING, _E.STOP: _STOPPING},
+    _STRAY: {_E.WAKE: _RUNNING, _E.STOP: _STOPPING},
+    # A handler that swallows the stop's cancel lets the loop go on serving; it stays stopping.
+    _STOPPING: {_E.PARK: _STOPPING, _E.PARK_STRAY: _STOPPING, _E.WAKE: _STOPPING, _E.STOP: _STOPPING},
+    _DONE: {},
+}
+for _state, _events in DISPATCH_TRANSITIONS.items():
+    if _state is not _DONE:
+        _events[_E.END] = _DONE
+
+#: Every allowed input change: (state, event) -> state.
+INPUT_TRANSITIONS: dict[InputState, dict[InputEvent, InputState]] = {
+    _READING: {InputEvent.PAUSE: _PAUSED, InputEvent.EOF: _ENDED},
+    _PAUSED: {InputEvent.RESUME: _READING, InputEvent.EOF: _ENDED},
+    _ENDED: {InputEvent.EOF: _ENDED},  # the write side failing after EOF ends it again
+}
+
+
+def _dispatch_next(state: DispatchState, event: DispatchEvent) -> DispatchState:
+    new = DISPATCH_TRANSITIONS[state].get(event)
+    if new is None:
+        raise DispatchStateError(f"illegal dispatch transition: {event.name} in {state.name}")
+    return new
+
+
+def _input_next(state: InputState, event: InputEvent) -> InputState:
+    new = INPUT_TRANSITIONS[state].get(event)
+    if new is None:
+        raise DispatchStateError(f"illegal input transition: {event.name} in {state.name}")
+    return new
 
 
 class IncomingRequest:
@@ -190,9 +309,11 @@ class Connection:
         self._request_handlers: list[tuple[str, RequestHandler]] = []
         self._notification_handlers: list[tuple[str, NotificationHandler]] = []
         self._sync_notifications: dict[str, SyncNotificationHandler] = {}
-        self._idle = False  # the dispatch loop is parked, waiting for input
-        self._handoff: tuple[Coroutine[Any, Any, None], Any] | None = None
-        self._batch_open = False  # lines were queued for feed_end; _end_batch is scheduled
+        #: The dispatch loop's state; changed only through DISPATCH_TRANSITIONS.
+        self.dispatch_state = _RUNNING
+        #: The read side's state; changed only through INPUT_TRANSITIONS.
+        self.input_state = _READING
+        self._handoff: inline.Resume | None = None  # HANDOFF's drain (STOPPING's, if stopped meanwhile)
         self.inline_dispatch = inline.AVAILABLE
         #: Send ``$/cancel_request`` for an outgoing request nobody awaits any more.
         self.cancel_abandoned_requests = True
@@ -201,8 +322,6 @@ class Connection:
         self._max_inbox = self.limits.max_inbox  # Limits is frozen; read once per line
         self._wakeup: asyncio.Future[None] | None = None
         self._reader: ReadProtocol | None = None
-        self._reader_paused = False
-        self._eof = False
         self._incoming: dict[str | int, IncomingRequest] = {}
         self._pending: dict[int, PendingRequest] = {}
         self._next_id = 0
@@ -212,8 +331,6 @@ class Connection:
         # The dispatch task's own context: every handler runs in it, inline or not.
         self._context = contextvars.copy_context()
         self._current_handler: str | None = None
-        self._stopping = False  # run() was cancelled: cancels are the connection's, not a handler's
-        self._stray = False  # a handler run inline cancelled the parked dispatch task and returned
         #: Set while some running code must not reach the peer any more (a body answered for, R30):
         #: called on every outgoing message, which is dropped (and counted) when it returns True.
         self.drop_if: Callable[[], bool] | None = None
@@ -258,33 +375,41 @@ class Connection:
         except AcpError as exc:  # ParseError
             item = _BadLine(exc, None)
         inbox = self._inbox
-        if self._idle and not inbox and type(item) is Notification:
+        state = self.dispatch_state
+        if state is _PARKED and not inbox and type(item) is Notification:
             handler = self._sync_notifications.get(item.method)
             if handler is not None:
                 self._run_sync_notification(handler, item)
                 return
         # _push, inline: this runs once per incoming line.
         inbox.append(item)
-        if len(inbox) >= self._max_inbox and not self._reader_paused:
+        if len(inbox) >= self._max_inbox and self.input_state is _READING:
             self._pause_reader()
-        if not (self._idle and self.inline_dispatch):
-            self._wake()
-        elif not self._batch_open:  # feed_end dispatches it, or _end_batch a turn later
-            self._batch_open = True
+        if state is _BATCH:
+            return
+        if state is _PARKED and self.inline_dispatch:  # feed_end dispatches it, or _end_batch a turn later
+            self.dispatch_state = _dispatch_next(state, _E.QUEUE)
             self.loop.call_soon(self._end_batch)
+        else:
+            self._wake()
 
     def _end_batch(self) -> None:
-        if self._batch_open:  # the transport never said where its read ended
+        if self.dispatch_state is _BATCH:  # the transport never said where its read ended
             self.feed_end()
 
     def feed_end(self) -> None:
         """A read chunk is fully framed: dispatch it inline if the loop is parked, then flush."""
-        self._batch_open = False
-        if self._idle:
-            if self._inbox and self.inline_dispatch:
-                self._run_inline()
-            if self._idle:  # nothing is left running: answers leave now, coalesced
-                self.writer.flush()
+        state = self.dispatch_state
+        if state is _BATCH:
+            self.dispatch_state = _dispatch_next(state, _E.FEED_END)
+            if self._inbox:
+                if self.inline_dispatch:
+                    self._run_inline()
+                else:  # switched off since the batch opened
+                    self._wake()
+            state = self.dispatch_state
+        if state is _PARKED or state is _STRAY:  # nothing is left running: answers leave now, coalesced
+            self.writer.flush()
 
     def _run_inline(self) -> None:
         """Drain the inbox right here, in the read callback, as the dispatch task.
@@ -294,22 +419,27 @@ class Connection:
         a handler suspends, the dispatch task resumes the drain where it
         stopped; later lines wait in the inbox meanwhile.
         """
-        assert self._loop_task is not None and self._wakeup is not None
-        if self._wakeup.cancelled():  # a stray cancel is on its way to the loop task: it lands first
+        wakeup = self._wakeup
+        assert self._loop_task is not None and wakeup is not None
+        if wakeup.cancelled():  # a cancel is on its way to the loop task: it lands first
             return
-        coro = self._drain_inbox()
-        self._idle = False
-        step = inline.first_step(self.loop, self._loop_task, self._context, coro)
-        if step is None:  # fed from inside the dispatch context itself: the loop takes it
-            self._idle = True
+        self.dispatch_state = _dispatch_next(self.dispatch_state, _E.INLINE)
+        try:
+            resume = inline.first_step(self._drain_inbox(), self._context, self._loop_task, self.loop)
+        except inline.Reentered:  # fed from inside the dispatch context itself: the loop takes it
+            self.dispatch_state = _dispatch_next(self.dispatch_state, _E.RETURN)
             self._wake()
             return
-        finished, value = step
-        if finished:
-            self._idle = True
-            self._stray = self._wakeup.cancelled()
+        except BaseException:  # only the fatal ones pass a handler (R24); the loop stays usable
+            self.dispatch_state = _dispatch_next(self.dispatch_state, _E.RETURN)
+            raise
+        if resume is None:
+            self.dispatch_state = _dispatch_next(
+                self.dispatch_state, _E.RETURN_STRAY if wakeup.cancelled() else _E.RETURN
+            )
             return
-        self._handoff = (coro, value)
+        self._handoff = resume
+        self.dispatch_state = _dispatch_next(self.dispatch_state, _E.SUSPEND)
         self._wake()
 
     def _run_sync_notification(self, handler: SyncNotificationHandler, note: Notification) -> None:
@@ -344,24 +474,27 @@ class Connection:
     def feed_eof(self, exc: BaseException | None) -> None:
         if exc is not None:
             log.warning("read side failed: %r", exc)
-        self._eof = True
+        self.input_state = _input_next(self.input_state, InputEvent.EOF)
         self._wake()
         self.writer.wake()  # a dispatch held for output stops holding (_hold_for_output)
 
     def _push(self, item: _Item) -> None:
         """Queue an item (feed_line does the same inline for each decoded line)."""
         self._inbox.append(item)
-        if len(self._inbox) >= self._max_inbox and not self._reader_paused:
+        if len(self._inbox) >= self._max_inbox and self.input_state is _READING:
             self._pause_reader()
-        if not (self._idle and self.inline_dispatch):
-            self._wake()
-        elif not self._batch_open:
-            self._batch_open = True
+        state = self.dispatch_state
+        if state is _BATCH:
+            return
+        if state is _PARKED and self.inline_dispatch:
+            self.dispatch_state = _dispatch_next(state, _E.QUEUE)
             self.loop.call_soon(self._end_batch)
+        else:
+            self._wake()
 
     def _pause_reader(self) -> None:
         """The inbox is full: no more lines until the dispatch loop took half of them."""
-        self._reader_paused = True
+        self.input_state = _input_next(self.input_state, InputEvent.PAUSE)
         if self._reader is not None:
             self._reader.pause_reading()
 
@@ -395,7 +528,7 @@ class Connection:
         except asyncio.CancelledError:
             if task.done():
                 raise
-            self._stopping = True
+            self.dispatch_state = _dispatch_next(self.dispatch_state, _E.STOP)
             task.cancel()
             await asyncio.wait({task})
             raise
@@ -405,6 +538,7 @@ class Connection:
         try:
             await self._dispatch_loop()
         finally:
+            self.dispatch_state = _dispatch_next(self.dispatch_state, _E.END)
             await self._shutdown()
 
     async def _dispatch_loop(self) -> None:
@@ -413,21 +547,23 @@ class Connection:
         assert task is not None
         while True:
             if not inbox:
-                if self._eof:
+                if self.input_state is _ENDED:
                     return
                 # The batch is done: answers leave now, not a loop turn later.
                 self.writer.flush()
-                # A cancel asked while a handler ran on this task and left unused lands here.
-                stray = task.cancelling() > 0
                 self._wakeup = self.loop.create_future()
-                self._idle = True
+                # A cancel asked while a handler ran on this task and left unused lands here: STRAY.
+                self.dispatch_state = _dispatch_next(
+                    self.dispatch_state, _E.PARK_STRAY if task.cancelling() else _E.PARK
+                )
                 cancelled: asyncio.CancelledError | None = None
                 try:
                     await self._wakeup
                 except asyncio.CancelledError as exc:
                     cancelled = exc
                 finally:
-                    self._idle = False
+                    woke_from = self.dispatch_state
+                    self.dispatch_state = _dispatch_next(woke_from, _E.WAKE)
                     self._wakeup = None
                 handoff = self._handoff
                 if handoff is not None:
@@ -435,11 +571,11 @@ class Connection:
                     # was aimed at that handler (asyncio.timeout, current_task().cancel()):
                     # it gets it at its await, as it would have on the queued path.
                     self._handoff = None
-                    await inline.Resume(*handoff, cancelled)
+                    handoff.cancelled = cancelled
+                    await handoff
                 elif cancelled is not None:
-                    if self._stopping or not (stray or self._stray):
-                        raise cancelled  # cancelled from outside while parked: stop
-                    self._stray = False
+                    if woke_from is not _STRAY:
+                        raise cancelled  # cancelled from outside while parked (or stopping): stop
                     self._stray_cancel()
                 continue
             await self._drain_inbox()
@@ -452,12 +588,12 @@ class Connection:
         handlers = self._request_handlers
         resume_at = self.limits.max_inbox // 2
         while inbox:
-            if writer.paused and not self._eof:
+            if writer.paused and self.input_state is not _ENDED:
                 await self._hold_for_output()
                 continue
             item = inbox.popleft()
-            if self._reader_paused and len(inbox) <= resume_at:
-                self._reader_paused = False
+            if self.input_state is _PAUSED and len(inbox) <= resume_at:
+                self.input_state = _input_next(_PAUSED, InputEvent.RESUME)
                 if self._reader is not None:
                     self._reader.resume_reading()
             kind = type(item)
@@ -504,7 +640,7 @@ class Connection:
         """
         writer = self.writer
         log.debug("stdout is backed up: dispatch waits until the client reads")
-        while writer.paused and not self._eof:
+        while writer.paused and self.input_state is not _ENDED:
             await writer.wait_flow()
 
     def _duplicate_id(self, rid: str | int) -> None:
@@ -565,7 +701,7 @@ class Connection:
         answers the request like every other one left open.
         """
         if isinstance(exc, asyncio.CancelledError):
-            if self._stopping:
+            if self.dispatch_state is _STOPPING:
                 raise exc
             task = self._loop_task
             if task is not None and task.cancelling():
@@ -591,7 +727,7 @@ class Connection:
     # -- outgoing ---------------------------------------------------------------------
     def send_request(self, method: str, params: Any = None) -> PendingRequest:
         """Send a request now; consume the answer by awaiting or ``on_result``."""
-        if self._eof or self.state is not State.OPEN:
+        if self.input_state is _ENDED or self.state is not State.OPEN:
             raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
         if self.drop_if is not None and self.dropping():
             muted = PendingRequest(self, 0, method)
@@ -616,7 +752,7 @@ class Connection:
         it ignores it) and the peer still answers once; that answer is dropped
         quietly when it comes. Off when ``cancel_abandoned_requests`` is False.
         """
-        if self.cancel_abandoned_requests and self.state is State.OPEN and not self._eof:
+        if self.cancel_abandoned_requests and self.state is State.OPEN and self.input_state is not _ENDED:
             self.writer.write(jsonrpc.encode_notification("$/cancel_request", {"requestId": pending.id}))
 
     def dropping(self) -> bool:

@@ -16,6 +16,9 @@ it from the start. A cancellation of the dispatch task that lands before it
 took the drain over is thrown into the drain, at the handler's await, exactly
 where the queued path would have delivered it.
 
+The session start callbacks use the same primitive (``first_step`` without a
+task, then ``Resume``): a callback that never suspends costs no task.
+
 This uses asyncio's private ``_enter_task``/``_leave_task`` (stable since
 3.7). Where they are missing, ``AVAILABLE`` is false and every message takes
 the loop.
@@ -38,38 +41,53 @@ _leave_task: _TaskHook | None = getattr(_tasks, "_leave_task", None)
 AVAILABLE = _enter_task is not None and _leave_task is not None
 
 
-def first_step(
-    loop: asyncio.AbstractEventLoop,
-    task: asyncio.Task[Any],
-    context: contextvars.Context,
-    coro: Coroutine[Any, Any, None],
-) -> tuple[bool, Any] | None:
-    """Run ``coro`` up to its first suspension as ``task``, in ``context``; (finished, what it yielded).
+class Reentered(Exception):
+    """``first_step`` was asked to enter a context that is already entered: nothing ran."""
 
-    The caller may itself be inside a task (in-process use feeds lines from
-    one): that task is stepped out for the duration and back in after.
-    None, with ``coro`` closed unstarted, when ``context`` is already entered
-    (a callback running in the dispatch context fed the line): the caller
-    then leaves the line to the dispatch task.
+
+def first_step(
+    coro: Coroutine[Any, Any, Any],
+    context: contextvars.Context,
+    task: asyncio.Task[Any] | None = None,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Resume | None:
+    """Run ``coro`` up to its first suspension, in ``context``; None if it finished, else its ``Resume``.
+
+    The one way this package steps a coroutine by hand: the dispatch drain
+    from a read callback, and the session start callbacks from their
+    starter task. What ``coro`` raises is raised here. With ``task`` (and
+    its ``loop``), the step runs *as* that task: the caller's own task, if
+    any (in-process use feeds lines from one), is stepped out for the
+    duration and back in after. Raises ``Reentered``, with ``coro`` closed
+    unstarted, when ``context`` is already entered (a callback running in
+    the dispatch context fed the line): the caller then leaves the work to
+    the task.
     """
-    assert _enter_task is not None and _leave_task is not None
+    if task is None:
+        try:
+            first = context.run(coro.send, None)
+        except StopIteration:
+            return None
+        return Resume(coro, first, context=context)
+    assert _enter_task is not None and _leave_task is not None and loop is not None
     outer = asyncio.current_task(loop)
     if outer is not None:
         _leave_task(loop, outer)
     _enter_task(loop, task)
     try:
-        return False, context.run(coro.send, None)
+        first = context.run(coro.send, None)
     except StopIteration:
-        return True, None
+        return None
     except RuntimeError:
         if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED:
             raise
         coro.close()
-        return None
+        raise Reentered from None
     finally:
         _leave_task(loop, task)
         if outer is not None:
             _enter_task(loop, outer)
+    return Resume(coro, first)
 
 
 class Resume:
@@ -78,11 +96,13 @@ class Resume:
     The coroutine already yielded ``first`` (a future, or None for a bare
     yield); the task takes it from there exactly as if it had been awaiting
     the coroutine all along: results are sent in, exceptions (task
-    cancellation included) are thrown in. ``cancelled``: the task was
-    cancelled before it took over; ``first`` is cancelled and the error
-    thrown in at once, as ``Task.cancel`` would have done. ``context``: every
-    later step runs in it too (the one the first step ran in), so the
-    coroutine keeps its own context variables inside the awaiting task.
+    cancellation included) are thrown in. ``cancelled`` (settable until it is
+    awaited): the task was cancelled before it took over; ``first`` is
+    cancelled and the error thrown in at once, as ``Task.cancel`` would have
+    done. ``context``: every later step runs in it too (the one the first
+    step ran in), so the coroutine keeps its own context variables inside
+    the awaiting task. The dispatch drain needs none: its task already runs
+    in the dispatch context.
     """
 
     __slots__ = ("cancelled", "context", "coro", "first")
