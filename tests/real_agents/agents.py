@@ -39,6 +39,9 @@ class RealAgent:
     content_key: str = "content"  # the tool argument holding what the file must contain
     # session/update kinds the agent sends from tasks it detaches (see transcript.detach)
     detached_updates: frozenset[str] = frozenset()
+    # Updates it sends from such a task after opening a session (method -> kinds): the session
+    # waits for them before going on, so each run has them whatever the timing.
+    sent_after_open: tuple[tuple[str, str], ...] = ()
 
     @property
     def venv(self) -> Path:
@@ -96,6 +99,7 @@ KIMI = RealAgent(
     # new_session sends the command list from asyncio.create_task: it lands before or after the
     # client's next request, as the two tasks happen to run.
     detached_updates=frozenset({"available_commands_update"}),
+    sent_after_open=(("session/new", "available_commands_update"),),
 )
 
 
@@ -140,6 +144,7 @@ VIBE = RealAgent(
     # come before or after the answer. The command list is sent from a spawned task after a
     # 0.1 s sleep, before or after the session/new answer as the clock falls.
     detached_updates=frozenset({"usage_update", "available_commands_update"}),
+    sent_after_open=(("session/new", "available_commands_update"), ("session/load", "available_commands_update")),
 )
 
 AGENTS = [KIMI, VIBE]

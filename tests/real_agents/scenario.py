@@ -96,6 +96,7 @@ async def run_session(
             caps = init.get("agentCapabilities") or {}
             new = await a.request("session/new", {"cwd": str(project), "mcpServers": []})
             sid = new["sessionId"]
+            await _sent_after_open(agent, a, "session/new", sid)
             steps["hello"] = await a.request("session/prompt", _prompt(sid, "Say hello."))
             steps["write"] = await a.request("session/prompt", _prompt(sid, "WRITE the notes file."))
             steps["permission_requests"] = a.permission_requests
@@ -115,6 +116,7 @@ async def run_session(
                 await b.request("initialize", INIT)
                 steps["load"] = await _maybe(b.request("session/load", {"sessionId": sid, "cwd": str(project),
                                                                          "mcpServers": []}))
+                await _sent_after_open(agent, b, "session/load", sid)
         if "resume" in (caps.get("sessionCapabilities") or {}):
             async with proc(3) as c:
                 result["processes"].append(c.log)
@@ -129,6 +131,15 @@ async def run_session(
     result["model_calls"] = [json.loads(line) for line in calls]
     result["compat_used"] = marks.exists() and marks.read_text().strip() != ""
     return result
+
+
+async def _sent_after_open(agent: RealAgent, proc: AgentProcess, method: str, sid: str) -> None:
+    """Wait for the updates the agent sends from a detached task after ``method`` opened ``sid``."""
+    for opened, kind in agent.sent_after_open:
+        if opened == method:
+            await proc.wait_for(lambda m, kind=kind: m.get("method") == "session/update"
+                                and m["params"].get("sessionId") == sid
+                                and m["params"]["update"].get("sessionUpdate") == kind)
 
 
 async def _maybe(coro: Any) -> Any:
