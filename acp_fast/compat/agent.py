@@ -233,6 +233,17 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
 #: (and a prompt task, which copies the context when it is created) builds the release's request
 #: model from every field the client sent, not only those acp_fast's method table declares.
 _WIRE: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("acp_fast_compat_wire", default=None)
+#: Set while the server handles a session/cancel whose agent ``cancel`` compat already started.
+_CANCEL_STARTED: contextvars.ContextVar[bool] = contextvars.ContextVar("acp_fast_compat_cancel_started", default=False)
+
+
+def _parses(note: Notification) -> bool:
+    """Whether the server will act on this cancel (it drops malformed params, R06)."""
+    try:
+        AGENT_METHODS[note.method].parse(note.params)
+    except InvalidParams:
+        return False
+    return True
 
 #: Requests acp_fast's server routes and answers itself (with the forwarders below as the agent's
 #: methods); mcp/* are left out: the server hands them to its MCP bridge, never to the agent.
@@ -436,20 +447,38 @@ class SdkAgent(Agent):
 
     def _cancel_any_session(self, note: Notification) -> None:
         """session/cancel: a known session as acp_fast does; any other id still reaches the agent
-        (unless ``strict``). The agent's handler, spawned by the server, gets the client's params."""
+        (unless ``strict``). The agent's handler, spawned here, gets the client's params.
+
+        For a known session the agent's ``cancel`` is started before the runtime cancels the turn:
+        its first step then runs before the prompt task wakes with its ``CancelledError``. An agent
+        whose ``cancel`` cancels its own prompt task (kept from ``asyncio.current_task()``, as
+        agents written for the SDK's runtime do) so adds to the pending cancellation, and the task
+        gets one ``CancelledError``, as on the SDK, instead of a second one in the middle of the
+        cleanup after the first (which lost the agent's own answer)."""
         server = self.server
         assert server is not None
         sid = note.params.get("sessionId") if isinstance(note.params, dict) else None
-        if not self.strict and isinstance(sid, str) and server.sessions.find(sid) is None:
-            route = ROUTES.get("session/cancel")
-            if route is not None and sdk_defines(self.sdk_agent, "cancel"):
+        known = isinstance(sid, str) and server.sessions.find(sid) is not None
+        route = ROUTES.get("session/cancel")
+        agent_cancels = route is not None and sdk_defines(self.sdk_agent, "cancel")
+        if not self.strict and isinstance(sid, str) and not known:
+            if agent_cancels:
+                assert route is not None
                 work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
                 server.conn.spawn(work, name="acp.compat.cancel")
             return
+        started = False
+        if known and agent_cancels and _parses(note):
+            assert route is not None
+            work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
+            server.conn.spawn(work, name="acp.compat.cancel")
+            started = True
         token = _WIRE.set((note.method, note.params))
+        already = _CANCEL_STARTED.set(started)  # the server's cancel hook then calls nothing
         try:
             server.on_cancel_notification(note)
         finally:
+            _CANCEL_STARTED.reset(already)
             _WIRE.reset(token)
 
     @staticmethod
@@ -507,6 +536,8 @@ def wrap_sdk_agent(
         cancel_route = notes["session/cancel"]
 
         async def _cancel(self: SdkAgent, session_id: str, **kwargs: Any) -> None:
+            if _CANCEL_STARTED.get():  # a session/cancel compat already passed to the agent
+                return
             wire = _wire_for(cancel_route, {"session_id": session_id, **kwargs})
             await call_route(self.sdk_agent, cancel_route, wire)
 

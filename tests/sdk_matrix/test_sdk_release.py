@@ -721,3 +721,46 @@ def test_matrix_the_agents_own_cancel_answer_as_on_the_releases_runtime(run: Any
         assert answer["result"]["stopReason"] == "cancelled" and answer["result"]["_meta"] == {"turn": "t-1"}
 
     run(body())
+
+
+class _SelfCancel(ReleaseAgent):  # type: ignore[misc, valid-type]
+    """Cancels its own prompt: ``prompt`` keeps ``asyncio.current_task()`` and ``cancel`` calls
+    ``.cancel()`` on it, as agents written for the SDK's runtime do. Its cleanup awaits (an update,
+    then a loop step) before it answers the cancel itself."""
+
+    task: asyncio.Task[Any] | None = None
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> Any:
+        from acp.schema import PromptResponse
+
+        self.task = asyncio.current_task()
+        await self.conn.session_update(session_id, self.text_update("chunk 0"))
+        try:
+            await asyncio.Event().wait()  # until its own cancel cancels it
+        except asyncio.CancelledError:
+            await self.conn.session_update(session_id, self.text_update("after cancel"))
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        return PromptResponse(stop_reason="cancelled", field_meta={"turn": "self-cancelled"})
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+def test_matrix_a_prompt_its_own_cancel_cancels_answers_as_on_the_releases_runtime(run: Any) -> None:
+    """An agent whose ``cancel`` cancels its own prompt task: on the SDK's runtime the task is
+    cancelled once and the agent's answer goes out; on compat too (the runtime's cancel of the turn
+    and the agent's are one CancelledError, not two, so the cleanup is not interrupted)."""
+
+    async def body() -> None:
+        from acp.core import AgentSideConnection as SdkConnection
+
+        on_sdk = await _cancelled_turn(SdkConnection, _SelfCancel())
+        on_compat = await _cancelled_turn(AgentSideConnection, _SelfCancel())
+        *texts, answer = on_sdk
+        assert texts == ["chunk 0", "after cancel"]
+        assert answer["result"] == {"stopReason": "cancelled", "_meta": {"turn": "self-cancelled"}}
+        assert on_compat == on_sdk
+
+    run(body())
