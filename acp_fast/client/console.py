@@ -467,7 +467,7 @@ class Console:
             init = await client.initialize(client_info={"name": "acp-fast-client", "version": __version__})
             self.session = await client.build_session(opts.root).start()
         except AcpError as exc:
-            return self._failed(exc, "while opening the session")
+            return await self._failed(exc, "while opening the session")
         info = init.get("agentInfo") if isinstance(init.get("agentInfo"), dict) else {}
         name = f"{(info or {}).get('name', 'agent')} {(info or {}).get('version', '')}".strip()
         _note(f"[{name}: session {self.session.id}, root {opts.root}]")
@@ -483,7 +483,7 @@ class Console:
                 return status
             return await self._interactive()
         except AcpError as exc:
-            return self._failed(exc, "during the turn")
+            return await self._failed(exc, "during the turn")
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
@@ -504,6 +504,7 @@ class Console:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if not line_task.done():  # the connection ended while we waited for a line
                 line_task.cancel()
+                await self.link.settle()
                 _note(f"acp-fast client: {self.link.end_reason()}")
                 return EXIT_DISCONNECTED
             line = line_task.result()
@@ -525,8 +526,10 @@ class Console:
         task = self.link.client._run_task if self.link is not None else None
         return task is not None and task.done()
 
-    def _failed(self, exc: AcpError, during: str) -> int:
+    async def _failed(self, exc: AcpError, during: str) -> int:
         if isinstance(exc, ConnectionClosed) or self._link_ended():
+            if self.link is not None:
+                await self.link.settle()
             reason = self.link.end_reason() if self.link is not None else "the connection closed"
             _note(f"acp-fast client: {reason} ({during})")
             return EXIT_DISCONNECTED

@@ -90,6 +90,9 @@ class Link:
         """Why the connection ended, once it has: a phrase for the one-line error."""
         return "the connection closed"
 
+    async def settle(self) -> None:
+        """Give the far end a moment to finish ending, so ``end_reason`` can say how (bounded)."""
+
     async def close(self) -> None:
         """End the connection politely (EOF, close frame, DELETE), bounded."""
         try:
@@ -116,6 +119,14 @@ class StdioLink(Link):
             except ValueError:
                 return f"the agent was killed by signal {-code}"
         return f"the agent exited with status {code}"
+
+    async def settle(self) -> None:
+        """EOF usually comes a moment before the exit status: wait for it, briefly."""
+        try:
+            async with asyncio.timeout(2):
+                await self.process.wait()
+        except TimeoutError:
+            pass
 
     async def close(self) -> None:
         await super().close()
