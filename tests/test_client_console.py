@@ -222,6 +222,25 @@ def test_session_commands_from_piped_lines() -> None:
     assert "[session demo-1 loaded]" in done.stderr and "/sessions" in done.stderr, done.stderr
 
 
+def test_a_closed_stdout_ends_the_console_quietly() -> None:
+    proc = subprocess.Popen(
+        [*ACP_FAST, "client", "--json", "--prompt", "a long answer", "--", *DEMO],
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline())["dir"] == "send"
+    proc.stdout.close()  # what `| head -1` does
+    try:
+        _, err = proc.communicate(timeout=BOUND_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_OK, err
+    assert b"Traceback" not in err and b"Exception ignored" not in err, err
+
+
 # -- hosted agents ------------------------------------------------------------------------------
 
 
@@ -368,6 +387,12 @@ def test_terminal_prompt_cancel_permission_and_ctrl_d(tmp_path: Path) -> None:
         term.type("1\n")
         term.expect(r"the tool listed 2 files")
         term.expect(r"\[end_turn\]")
+        # Ctrl-C while the question is open: the turn is cancelled and the question answered cancelled.
+        term.expect(r"> ")
+        term.type("tool\n")
+        term.expect(r"choose 1-2: ")
+        term.type("\x03")
+        term.expect(r"\[cancelled, answered \d+\.\d ms after the cancel\]")
         # Ctrl-C at the prompt line drops what was typed; the next line is a fresh prompt.
         term.expect(r"> ")
         term.type("half a line")

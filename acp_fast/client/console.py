@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -157,8 +158,13 @@ class Renderer:
         self._open: str | None = None  # "text" or "thought" while a stream of chunks is mid-line
 
     def _write(self, text: str) -> None:
-        self.out.write(text)
-        self.out.flush()
+        if self.quiet:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            _output_gone()
 
     def end_line(self) -> None:
         if self._open is not None:
@@ -329,7 +335,6 @@ class Console:
         self.turn_running = False
         self.cancelled_at: float | None = None
         self.cancel_event = asyncio.Event()
-        self.main_task: asyncio.Task[Any] | None = None
 
     # -- served to the agent ------------------------------------------------------------------
     def inside_root(self, path: Any, what: str) -> str:
@@ -385,8 +390,9 @@ class Console:
     # -- the session ---------------------------------------------------------------------------
     def on_sigint(self) -> None:
         if self.turn_running and self.session is not None:
-            if self.cancelled_at is not None and self.main_task is not None:  # a second Ctrl-C: stop waiting
-                self.main_task.cancel()
+            task = _MAIN.get("task")
+            if self.cancelled_at is not None and task is not None:  # a second Ctrl-C: stop waiting
+                task.cancel()
                 return
             self.cancelled_at = time.perf_counter()
             self.cancel_event.set()
@@ -458,7 +464,6 @@ class Console:
     async def run(self) -> int:
         opts = self.options
         loop = asyncio.get_running_loop()
-        self.main_task = asyncio.current_task()
         handler = ConsoleHandler(self)
         tap = _json_tap() if opts.json else None
         self.link = link = await _open_link(opts, handler, tap)
@@ -537,6 +542,26 @@ class Console:
         return EXIT_ERROR
 
 
+class OutputGone(Exception):
+    """stdout was closed by its reader (``| head``): the console ends quietly."""
+
+
+def _output_gone() -> None:
+    """Stop writing to a closed stdout; the main task ends the session (status 0, like Ctrl-D)."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more fails, not even at interpreter exit
+        os.close(devnull)
+    task = _MAIN.get("task")
+    if task is not None and not task.done():
+        _MAIN["gone"] = True
+        task.cancel()
+
+
+#: The console's main task, for what must end it from a callback (a closed stdout).
+_MAIN: dict[str, Any] = {}
+
+
 def _json_tap() -> Tap:
     out = sys.stdout.buffer
 
@@ -545,8 +570,11 @@ def _json_tap() -> Tap:
             record: dict[str, Any] = {"dir": direction, "msg": orjson.loads(message)}
         except orjson.JSONDecodeError:
             record = {"dir": direction, "raw": message.decode("utf-8", "replace")}
-        out.write(orjson.dumps(record) + b"\n")
-        out.flush()
+        try:
+            out.write(orjson.dumps(record) + b"\n")
+            out.flush()
+        except BrokenPipeError:
+            _output_gone()
 
     return tap
 
@@ -571,9 +599,15 @@ async def _open_link(opts: _Options, handler: ClientHandler, tap: Tap | None) ->
 
 async def _main(opts: _Options) -> int:
     console = Console(opts)
+    _MAIN["task"] = asyncio.current_task()
     try:
         return await console.run()
-    except asyncio.CancelledError:  # a second Ctrl-C in one turn
+    except asyncio.CancelledError:  # a second Ctrl-C in one turn, or stdout closed
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # handled: the close below may wait again
+        if _MAIN.get("gone"):
+            return EXIT_OK
         _note("acp-fast client: gave up waiting for the cancelled turn")
         return EXIT_CANCELLED
     finally:
