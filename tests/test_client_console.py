@@ -350,7 +350,7 @@ class Terminal:
             ready, _, _ = select.select([self.fd], [], [], 0.05)  # drain what it still writes
             if ready:
                 with contextlib.suppress(OSError):  # EIO once the child closed the terminal
-                    os.read(self.fd, 65536)
+                    self.seen += os.read(self.fd, 65536).decode("utf-8", "replace")
         raise AssertionError("the console did not exit")
 
     def close(self) -> None:
@@ -405,5 +405,20 @@ def test_terminal_prompt_cancel_permission_and_ctrl_d(tmp_path: Path) -> None:
         term.expect(r"> ")
         term.type("\x04")  # Ctrl-D
         assert term.wait() == EXIT_OK
+    finally:
+        term.close()
+
+
+def test_terminal_agent_death_is_one_line_and_exit_7(tmp_path: Path) -> None:
+    term = Terminal([*ACP_FAST, "client", "--", *PROBE], cwd=ROOT)
+    try:
+        term.expect(r"> ")
+        term.type("stop end_turn\n")
+        term.expect(r"\[end_turn\]")
+        term.expect(r"> ")
+        term.type("die\n")
+        term.expect(r"acp-fast client: the agent exited with status 9 \(during the turn\)")
+        assert term.wait() == EXIT_DISCONNECTED
+        assert "Traceback" not in term.seen and "Fatal Python error" not in term.seen, term.seen
     finally:
         term.close()

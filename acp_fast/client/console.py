@@ -70,7 +70,7 @@ HELP = """commands (anything else, including other /words, is a prompt for the a
   /load ID     load session ID (session/load) and make it current
   /mode ID     set the session's mode (session/set_mode)
   /help        this text
-  Ctrl-C       during a turn: cancel it (session/cancel); at the prompt: clear the line
+  Ctrl-C       during a turn: cancel it (session/cancel; again: stop waiting); at the prompt: clear the line
   Ctrl-D       end
 """
 
@@ -247,16 +247,29 @@ class LineSource:
         self.eof = False
 
     def _read(self) -> None:
-        stream = sys.stdin.buffer
+        # os.read, not sys.stdin: a thread blocked inside the buffered reader holds its lock, and
+        # the interpreter's exit would then abort on it.
+        pending = b""
         while True:
             try:
-                raw = stream.readline()
-            except (OSError, ValueError):
-                raw = b""
-            line = raw.decode("utf-8", "replace").rstrip("\r\n") if raw else None
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, line)
-            if line is None:
+                chunk = os.read(0, 65536)
+            except OSError:
+                chunk = b""
+            try:
+                if not chunk:
+                    if pending:
+                        self._put(pending)
+                    self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+                    return
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._put(line)
+            except RuntimeError:  # the console ended (its loop is closed) while we read
                 return
+
+    def _put(self, raw: bytes) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, raw.decode("utf-8", "replace").rstrip("\r"))
 
     async def get(self) -> str | None:
         """The next line, or None at end of input."""
