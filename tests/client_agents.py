@@ -1,7 +1,7 @@
 """Small agents for the ``acp-fast client`` tests: each prompt word asks the client for one thing.
 
 - ``read PATH`` / ``write PATH TEXT``: an fs request; the answer (or the error code) is reported as text;
-- ``terminal``: asks for a terminal the client does not advertise, raw, and reports the error;
+- ``terminal``: asks for a terminal the client does not advertise (past the gate) and reports the error;
 - ``stop REASON``: ends the turn with that stop reason;
 - ``fail``: answers the prompt with a JSON-RPC error;
 - ``die``: the process exits in the middle of the turn.
@@ -30,7 +30,8 @@ class ProbeAgent(Agent):
                 await self.client.request("fs/write_text_file", params)
                 await say(session_id, "write ok")
             elif words == ["terminal"]:
-                await self.client.request("terminal/create", {"sessionId": session_id, "command": "true"})
+                # Past the capability gate (the client does not advertise terminals): the client's own refusal.
+                await self.client._conn.send_request("terminal/create", {"sessionId": session_id, "command": "true"})
                 await say(session_id, "terminal ok")
         except AcpError as exc:
             await say(session_id, f"refused {exc.code}: {exc}")

@@ -9,10 +9,12 @@ hand, Ctrl-C at the prompt line, Ctrl-D.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ from acp_fast.client.console import (
     EXIT_OK,
     EXIT_REFUSAL,
     EXIT_USAGE,
+    Renderer,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +133,8 @@ def test_fs_served_inside_root_and_refused_outside(tmp_path: Path) -> None:
     assert "secret" not in out.replace("secret.txt", ""), out
     assert (root / "new" / "made.txt").read_text() == "written here"
     assert not (tmp_path / "escaped.txt").exists()
-    assert "refused -32601" in out, out  # terminals are not served
+    assert "refused -32601: terminal/create: acp-fast client does not serve terminals" in out, out
+    assert "[terminal] refused 'true'" in done.stderr, done.stderr
     assert done.stderr.count("outside --root") == 4, done.stderr
 
 
@@ -241,6 +245,72 @@ def test_a_closed_stdout_ends_the_console_quietly() -> None:
     assert b"Traceback" not in err and b"Exception ignored" not in err, err
 
 
+def _cancel_with_sigint(args: list[str]) -> tuple[int, str]:
+    """Run a long ``--prompt`` turn, SIGINT the console once it streams; its status and stderr."""
+    proc = subprocess.Popen(
+        [*ACP_FAST, "client", *args],
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the signal is for the console alone, as a terminal's Ctrl-C would be
+    )
+    try:
+        assert proc.stdout is not None
+        seen = ""
+        deadline = time.monotonic() + BOUND_S
+        while "chunk 3 " not in seen:
+            ready, _, _ = select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))
+            assert ready, f"the turn never streamed: {seen!r}"
+            data = os.read(proc.stdout.fileno(), 65536).decode()
+            assert data, f"the console ended before streaming: {seen!r}"
+            seen += data
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=BOUND_S)
+        return proc.returncode, err
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_sigint_cancels_a_prompt_run_over_stdio() -> None:
+    status, err = _cancel_with_sigint(["--prompt", "stream 100000 5", "--", *DEMO])
+    assert status == EXIT_CANCELLED, err
+    assert re.search(r"\[cancelled, answered \d+\.\d ms after the cancel\]", err), err
+
+
+def test_renderer_prints_each_kind_of_update_in_short() -> None:
+    out = io.StringIO()
+    r = Renderer(out, quiet=False)
+    r.update({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}})
+    r.update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hello "}})
+    r.update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "world"}})
+    r.update({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read a.txt", "kind": "read"})
+    r.update({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
+    r.update(
+        {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": "one", "priority": "high", "status": "completed"},
+                {"content": "two", "priority": "low", "status": "pending"},
+            ],
+        }
+    )
+    r.update({"sessionUpdate": "agent_message_chunk", "content": {"type": "image", "data": "", "mimeType": "x"}})
+    r.update({"sessionUpdate": "usage_update", "used": 1, "size": 2})
+    r.end_line()
+    assert out.getvalue().splitlines() == [
+        "(thinking) hmm",
+        "Hello world",
+        "[tool] Read a.txt (read, pending)",
+        "[tool] t1: completed",
+        "[plan] 1/2 done: one (completed); two (pending)",
+        "[image]",
+        "[usage_update]",
+    ]
+
+
 # -- hosted agents ------------------------------------------------------------------------------
 
 
@@ -280,6 +350,9 @@ def test_hosted_demo_over_websocket_and_streamable_http(hosted: tuple[int, str],
     assert done.returncode == EXIT_OK, done
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert any(r["dir"] == "send" and r["msg"].get("method") == "session/list" for r in records), records
+    status, err = _cancel_with_sigint([url, "--prompt", "stream 100000 5"])
+    assert status == EXIT_CANCELLED, err
+    assert re.search(r"\[cancelled, answered \d+\.\d ms after the cancel\]", err), err
 
 
 @pytest.mark.parametrize("hosted", ["auth"], indirect=True)

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .._version import __version__
-from ..wire.errors import AcpError, ConnectionClosed, InvalidParams, ResourceNotFound
+from ..wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
 from ..wire.limits import Limits
 from .connection import ClientHandler, ClientSession, Params
 from .links import Link, LinkError, Tap
@@ -292,6 +292,15 @@ class ConsoleHandler(ClientHandler):
 
     def __init__(self, console: Console) -> None:
         self.console = console
+
+    def capabilities(self) -> Params:
+        caps = super().capabilities()
+        caps["terminal"] = False  # create_terminal below only explains the refusal
+        return caps
+
+    async def create_terminal(self, params: Params) -> Params:
+        _note(f"[terminal] refused {params.get('command', '?')!r}: acp-fast client does not serve terminals")
+        raise MethodNotFound("terminal/create: acp-fast client does not serve terminals (not advertised)")
 
     async def request_permission(self, params: Params) -> Params:
         return await self.console.ask_permission(params)

@@ -108,7 +108,8 @@ class HttpLink(Link):
         parts = urlsplit(url)
         self.url = url
         self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
+        self.ssl = parts.scheme == "https"
+        self.port = parts.port or (443 if self.ssl else 80)
         self.target = parts.path or "/"
         self.headers = [("Host", parts.netloc), *headers]
         self.limits = limits
@@ -127,7 +128,7 @@ class HttpLink(Link):
 
     async def _open(self) -> _Socket:
         try:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
+            reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl or None)
         except OSError as exc:
             raise LinkError(f"cannot connect to {self.url}: {_os_error(exc)}") from None
         return _Socket(reader, writer)
