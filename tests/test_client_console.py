@@ -215,7 +215,7 @@ def test_missing_server_extra_names_what_to_install() -> None:
 
 
 def test_session_commands_from_piped_lines() -> None:
-    lines = "stream 2 1\n/sessions\n/mode code\n/mode nosuchmode\n/load demo-1\n/help\n\n"
+    lines = "stream 2 1\n/sessions\n/mode code\n/mode nosuchmode\n/load nosuch\n/load demo-1\n/help\nstream 1 1\n"
     done = client("--", *DEMO, stdin=lines)
     assert done.returncode == EXIT_OK, done
     assert "chunk 0 chunk 1" in done.stdout, done.stdout
@@ -223,6 +223,8 @@ def test_session_commands_from_piped_lines() -> None:
     assert "[mode code]" in done.stderr, done.stderr
     assert "error -32602" in done.stderr, done.stderr  # the unknown mode, and the console goes on
     assert "> stream 2 1" in done.stdout, done.stdout  # /load replays the session's history
+    assert done.stdout.endswith("chunk 0 \n"), done.stdout  # the reloaded session still streams
+    assert done.stderr.count("error -32602") == 2, done.stderr  # unknown mode, unknown session
     assert "[session demo-1 loaded]" in done.stderr and "/sessions" in done.stderr, done.stderr
 
 

@@ -396,12 +396,16 @@ class ClientSideConnection:
         self, session_id: str, cwd: str, mcp_servers: Sequence[Params] = ()
     ) -> ClientSession:
         """``session/load``: routed before the request leaves, so the replay it streams is kept."""
+        previous = self._sessions.get(session_id)
         session = self._register(session_id, {})
         try:
             params = {"sessionId": session_id, "cwd": cwd, "mcpServers": list(mcp_servers)}
             session.result = await self.conn.send_request("session/load", params) or {}
         except BaseException:
-            self._sessions.pop(session_id, None)
+            if previous is not None:  # a failed re-load leaves the session it had
+                self._sessions[session_id] = previous
+            else:
+                self._sessions.pop(session_id, None)
             raise
         return session
 

@@ -364,7 +364,10 @@ class Console:
         root = self.options.root
         if not isinstance(path, str) or not path:
             raise InvalidParams(f"fs {what}: a path is required")
-        resolved = os.path.realpath(os.path.join(root, path))
+        try:
+            resolved = os.path.realpath(os.path.join(root, path))
+        except ValueError:  # an embedded NUL
+            raise InvalidParams(f"fs {what}: not a usable path: {path!r}") from None
         if os.path.commonpath([root, resolved]) != root:
             _note(f"[fs] refused to {what} {path}: outside --root {root}")
             raise InvalidParams(f"refused: {path} is outside the client's root {root}", {"path": path})
@@ -384,6 +387,9 @@ class Console:
             _note(f"[permission] {title}: no {wanted} option offered; answered cancelled")
             return {"outcome": {"outcome": "cancelled"}}
         self.renderer.end_line()
+        if not options:
+            _note(f"[permission] {title}: no options offered; answered cancelled")
+            return {"outcome": {"outcome": "cancelled"}}
         _note(f"[permission] {title}")
         for i, option in enumerate(options, 1):
             _note(f"  {i}) {option.get('name', option.get('optionId'))} ({option.get('kind', '?')})")
@@ -402,6 +408,7 @@ class Console:
                 return {"outcome": {"outcome": "cancelled"}}
             line = line_task.result()
             if line is None:
+                _note(f"[permission] {title}: no answer (end of input); answered cancelled")
                 return {"outcome": {"outcome": "cancelled"}}
             choice = line.strip()
             if choice.isdigit() and 1 <= int(choice) <= len(options):
@@ -467,7 +474,7 @@ class Console:
         elif word == "/load" and rest:
             client = self.link.client
             session = await client.load_session(rest, self.options.root)
-            if session is not self.session:
+            if session.id != self.session.id:
                 client.forget_session(self.session.id)
             self.session = session
             for update in session.pending_updates():  # the replay
