@@ -282,6 +282,30 @@ def test_sigint_cancels_a_prompt_run_over_stdio() -> None:
     assert re.search(r"\[cancelled, answered \d+\.\d ms after the cancel\]", err), err
 
 
+def test_sigint_before_the_session_opens_is_one_line() -> None:
+    silent = [sys.executable, "-c", "import sys, time; print('ready', file=sys.stderr, flush=True); time.sleep(60)"]
+    proc = subprocess.Popen(
+        [*ACP_FAST, "client", "--", *silent],
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], BOUND_S)
+        assert ready and proc.stderr.readline() == "ready\n"  # the agent runs: the console waits for initialize
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=BOUND_S)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == EXIT_CANCELLED, err
+    assert err.strip() == "acp-fast client: interrupted", err
+
+
 def test_renderer_prints_each_kind_of_update_in_short() -> None:
     out = io.StringIO()
     r = Renderer(out, quiet=False)

@@ -58,7 +58,7 @@ EXIT_CODES = f"""exit status:
   {EXIT_OK}  the last turn ended with end_turn (interactive: Ctrl-D)
   {EXIT_ERROR}  the agent answered a request with an error, or an unknown stop reason
   {EXIT_USAGE}  usage error: bad arguments, bad URL, unset --token-env, missing extra
-  {EXIT_CANCELLED}  the last turn was cancelled (Ctrl-C)
+  {EXIT_CANCELLED}  the last turn was cancelled (Ctrl-C), or Ctrl-C before the session opened
   {EXIT_REFUSAL}  the last turn ended with refusal
   {EXIT_MAX_TOKENS}  the last turn ended with max_tokens
   {EXIT_MAX_TURN_REQUESTS}  the last turn ended with max_turn_requests
@@ -419,9 +419,8 @@ class Console:
     # -- the session ---------------------------------------------------------------------------
     def on_sigint(self) -> None:
         if self.turn_running and self.session is not None:
-            task = _MAIN.get("task")
-            if self.cancelled_at is not None and task is not None:  # a second Ctrl-C: stop waiting
-                task.cancel()
+            if self.cancelled_at is not None:  # a second Ctrl-C: stop waiting
+                _interrupt("gave up waiting for the cancelled turn")
                 return
             self.cancelled_at = time.perf_counter()
             self.cancel_event.set()
@@ -432,6 +431,8 @@ class Console:
             self.renderer.end_line()
             sys.stderr.write("^C\n")
             self._show_prompt()  # the terminal dropped what was typed; start afresh
+        else:  # connecting, or between scripted turns
+            _interrupt("interrupted")
 
     def _show_prompt(self) -> None:
         if self.interactive and sys.stdin.isatty():
@@ -491,8 +492,15 @@ class Console:
         return True
 
     async def run(self) -> int:
-        opts = self.options
         loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self.on_sigint)
+        try:
+            return await self._run()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def _run(self) -> int:
+        opts = self.options
         handler = ConsoleHandler(self)
         tap = _json_tap() if opts.json else None
         self.link = link = await _open_link(opts, handler, tap)
@@ -508,7 +516,6 @@ class Console:
         for update in self.session.pending_updates():
             self.renderer.update(update)
         self.renderer.end_line()
-        loop.add_signal_handler(signal.SIGINT, self.on_sigint)
         try:
             if opts.prompts:
                 status = EXIT_OK
@@ -518,8 +525,6 @@ class Console:
             return await self._interactive()
         except AcpError as exc:
             return await self._failed(exc, "during the turn")
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
 
     async def _interactive(self) -> int:
         assert self.link is not None
@@ -581,9 +586,14 @@ def _output_gone() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # nothing more fails, not even at interpreter exit
         os.close(devnull)
+    _interrupt(None)
+
+
+def _interrupt(why: str | None) -> None:
+    """End the console from a callback: ``why`` is its one line (None: end quietly, status 0)."""
     task = _MAIN.get("task")
-    if task is not None and not task.done():
-        _MAIN["gone"] = True
+    if task is not None and not task.done() and "why" not in _MAIN:
+        _MAIN["why"] = why
         task.cancel()
 
 
@@ -631,13 +641,16 @@ async def _main(opts: _Options) -> int:
     _MAIN["task"] = asyncio.current_task()
     try:
         return await console.run()
-    except asyncio.CancelledError:  # a second Ctrl-C in one turn, or stdout closed
+    except asyncio.CancelledError:  # _interrupt: Ctrl-C outside a turn or twice in one, or stdout closed
+        if "why" not in _MAIN:
+            raise
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()  # handled: the close below may wait again
-        if _MAIN.get("gone"):
+        why = _MAIN["why"]
+        if why is None:
             return EXIT_OK
-        _note("acp-fast client: gave up waiting for the cancelled turn")
+        _note(f"acp-fast client: {why}")
         return EXIT_CANCELLED
     finally:
         if console.link is not None:
