@@ -263,6 +263,8 @@ async def open_ws(
             self.conn: Connection | None = None
             self.close_code: int | None = None
             self._parts: bytearray | None = None
+            self.early: list[bytes] = []
+            self.gone = False
 
         def on_ws_connected(self, transport: WSTransport) -> None:
             self.transport = transport
@@ -287,8 +289,11 @@ async def open_ws(
         def _deliver(self, data: bytes) -> None:
             if self.deliver is not None:
                 self.deliver(data)
+            else:  # a frame right behind the handshake, before the Connection exists
+                self.early.append(data)
 
         def on_ws_disconnected(self, transport: WSTransport) -> None:
+            self.gone = True
             if self.conn is not None:
                 self.conn.feed_eof(None)
 
@@ -312,6 +317,11 @@ async def open_ws(
     client, deliver = message_connection(limits, handler, tap, send, close, control)
     listener.deliver = deliver
     listener.conn = client.conn
+    for data in listener.early:
+        deliver(data)
+    listener.early.clear()
+    if listener.gone:  # closed before the Connection existed
+        client.conn.feed_eof(None)
     client.run()
     return WsLink(client, listener)
 
