@@ -425,12 +425,12 @@ class Console:
             self.cancelled_at = time.perf_counter()
             self.cancel_event.set()
             self.renderer.end_line()
-            _note("^C cancelling (session/cancel)")
+            _note("\n[cancelling: session/cancel sent]")
             self.session.cancel()
         elif self.interactive:
             self.renderer.end_line()
-            sys.stderr.write("^C\n")
-            self._show_prompt()  # the terminal dropped what was typed; start afresh
+            sys.stderr.write("\n")  # the terminal echoed ^C and dropped what was typed: start afresh
+            self._show_prompt()
         else:  # connecting, or between scripted turns
             _interrupt("interrupted")
 
