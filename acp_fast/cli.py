@@ -178,6 +178,8 @@ def _parser() -> argparse.ArgumentParser:
         help="for agents written on the official SDK: keep acp_fast's stricter answers (-32600 before "
         "initialize, -32602 for unknown sessions) instead of the SDK's leniency",
     )
+    # Parsed by acp_fast.client.console itself (see main); listed here for --help.
+    sub.add_parser("client", add_help=False, help="talk to an agent: client -- CMD ARGS, or client URL (client --help)")
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
     sub.add_parser(
         "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
@@ -302,6 +304,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _main(argv: Sequence[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["client"]:
+        from .client.console import main as client_main
+
+        raise SystemExit(client_main(argv[1:]))
     if argv[:1] == ["bench"]:
         from .bench.driver import main as bench_main
 

@@ -255,15 +255,28 @@ class ClientSession:
         finally:
             waiter.cancel()
 
-    async def prompt(self, prompt: str | list[Params]) -> PromptResult:
-        """Send ``session/prompt`` and drain updates until its response (R05: all came first)."""
+    async def prompt(
+        self, prompt: str | list[Params], on_update: Callable[[Params], None] | None = None
+    ) -> PromptResult:
+        """Send ``session/prompt`` and drain updates until its response (R05: all came first).
+
+        ``on_update`` sees each update as it is drained, so a console can show a turn while it runs.
+        """
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt
         pending = self.client.conn.send_request("session/prompt", {"sessionId": self.id, "prompt": blocks})
         answer: asyncio.Future[Any] = asyncio.ensure_future(_await(pending))
         collected: list[Params] = []
+
+        def take() -> None:
+            items = self._updates.pop_all()
+            if on_update is not None:
+                for item in items:
+                    on_update(item)
+            collected.extend(items)
+
         try:
             while True:
-                collected.extend(self._updates.pop_all())
+                take()
                 if answer.done():
                     break
                 await self._wait_changed(answer)
@@ -271,7 +284,7 @@ class ClientSession:
             if not answer.done():
                 answer.cancel()
         response = answer.result()
-        collected.extend(self._updates.pop_all())  # routed before the response, so already here
+        take()  # routed before the response, so already here
         return PromptResult(response if isinstance(response, dict) else {}, collected)
 
     async def prompt_text(self, prompt: str) -> str:
@@ -378,6 +391,27 @@ class ClientSideConnection:
 
     def build_session(self, cwd: str) -> SessionBuilder:
         return SessionBuilder(self, cwd)
+
+    async def load_session(
+        self, session_id: str, cwd: str, mcp_servers: Sequence[Params] = ()
+    ) -> ClientSession:
+        """``session/load``: routed before the request leaves, so the replay it streams is kept."""
+        previous = self._sessions.get(session_id)
+        session = self._register(session_id, {})
+        try:
+            params = {"sessionId": session_id, "cwd": cwd, "mcpServers": list(mcp_servers)}
+            session.result = await self.conn.send_request("session/load", params) or {}
+        except BaseException:
+            if previous is not None:  # a failed re-load leaves the session it had
+                self._sessions[session_id] = previous
+            else:
+                self._sessions.pop(session_id, None)
+            raise
+        return session
+
+    def forget_session(self, session_id: str) -> None:
+        """Stop routing a session's updates (another session took its place in a console)."""
+        self._sessions.pop(session_id, None)
 
     def _register(self, session_id: str, result: Params) -> ClientSession:
         session = ClientSession(self, session_id, result)
