@@ -578,7 +578,8 @@ async def _run(
     print(banner, file=sys.stderr, flush=True)
     if web_console and not address.unix_path:
         name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
-        print(f"acp-fast: web console at http://{f'[{name}]' if ':' in name else name}:{host.port}/", file=sys.stderr)
+        url = f"http://{f'[{name}]' if ':' in name else name}:{host.port}/"
+        print(f"acp-fast: web console at {url}", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
