@@ -183,7 +183,6 @@ def _browser_errors(driver: WebDriver) -> list[str]:
     return [entry["message"] for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
 
 
-@pytest.mark.timeout(180)
 @pytest.mark.parametrize("transport", ["ws", "http"])
 def test_console_prompt_cancel_permission_and_load(
     transport: str, server: ConsoleServer, browser: WebDriver, tmp_path: Path
@@ -252,7 +251,6 @@ def test_console_prompt_cancel_permission_and_load(
     _wait(browser, "the disconnect", _text_in("status", "disconnected"))
 
 
-@pytest.mark.timeout(180)
 def test_console_asks_for_the_token_and_uses_it_over_http(browser: WebDriver) -> None:
     srv = ConsoleServer("--auth-token-env", "ACP_FAST_CONSOLE_TOKEN", env={"ACP_FAST_CONSOLE_TOKEN": "s3cret-token"})
     try:
