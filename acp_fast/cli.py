@@ -157,6 +157,12 @@ def _parser() -> argparse.ArgumentParser:
         help="accept upgrades carrying this Origin header (repeatable); browser origins are refused by default",
     )
     net.add_argument(
+        "--web-console",
+        action="store_true",
+        help="with --listen: serve a browser console at GET / (its own loopback origin may use /acp; "
+        "off by default)",
+    )
+    net.add_argument(
         "--auth-token-env",
         metavar="VAR",
         help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
@@ -281,6 +287,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             authorize=authorize,
             allowed_origins=args.allow_origin,
             reuse_port=reuse_port,
+            web_console=args.web_console,
         )
 
     if args.workers <= 1:
@@ -329,6 +336,8 @@ def _main(argv: Sequence[str] | None) -> None:
         if problem:
             sys.stderr.write(f"acp-fast: --validate: {problem}\n")
             raise SystemExit(2)
+    if args.web_console and not args.listen:
+        raise SystemExit("acp-fast: --web-console needs --listen (the console is served beside /acp)")
     if args.listen:
         _serve_network(args, limits)
         return

@@ -53,6 +53,7 @@ from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
 from .http import HttpChannel, StreamSink, headers_map
+from .web_console import WebConsole, loopback_origins
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class AcpHost:
         path: str = "/acp",
         authorize: Authorize | None = None,
         allowed_origins: Collection[str] = (),
+        web_console: bool = False,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -119,6 +121,7 @@ class AcpHost:
         self.binary_frames = 0
         self.refused: dict[int, int] = {}
         self.accepted = 0
+        self.web_console = WebConsole() if web_console else None  # GET / (hosting/web_console.py)
 
     # -- listening -------------------------------------------------------------------------------
     async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
@@ -137,6 +140,8 @@ class AcpHost:
             backlog=backlog,
             reuse_port=reuse_port or None,
         )
+        if self.web_console is not None:  # the console's own (loopback) origin may use /acp
+            self.allowed_origins |= loopback_origins(self.port)
 
     def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
@@ -161,6 +166,9 @@ class AcpHost:
                 channel.respond(503, b"draining\n", close=True)
             else:
                 channel.respond(200, b"ready\n", close=True)
+        elif self.web_console is not None and self.web_console.serves(path):
+            status, page, headers, kind = self.web_console.answer(request.method, request.target, headers_map(request))
+            channel.respond(status, page, headers, content_type=kind)
         else:
             channel.respond(404, b"404 Not Found", close=True)
 
@@ -514,9 +522,12 @@ async def serve_ws(
     path: str = "/acp",
     authorize: Authorize | None = None,
     allowed_origins: Collection[str] = (),
+    web_console: bool = False,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host."""
-    acp_host = AcpHost(agent_factory, limits, path=path, authorize=authorize, allowed_origins=allowed_origins)
+    acp_host = AcpHost(
+        agent_factory, limits, path=path, authorize=authorize, allowed_origins=allowed_origins, web_console=web_console
+    )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
     return acp_host
@@ -531,6 +542,7 @@ def run_host(
     authorize: Authorize | None = None,
     allowed_origins: Collection[str] = (),
     reuse_port: bool = False,
+    web_console: bool = False,
 ) -> None:
     """Serve until SIGTERM/SIGINT, then drain (R29) and return."""
     factory, kind = event_loop_factory(use_uvloop)
@@ -538,7 +550,7 @@ def run_host(
     gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
     try:
-        runner.run(_run(agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port))
+        runner.run(_run(agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port, web_console))
         leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
         if leftovers:  # Runner.close would wait for them for ever (a task that swallows cancellation)
             log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
@@ -557,12 +569,17 @@ async def _run(
     allowed_origins: Collection[str],
     loop_kind: str,
     reuse_port: bool,
+    web_console: bool = False,
 ) -> None:
-    host = AcpHost(agent_factory, limits, authorize=authorize, allowed_origins=allowed_origins)
+    host = AcpHost(agent_factory, limits, authorize=authorize, allowed_origins=allowed_origins, web_console=web_console)
     await host.start(address, reuse_port=reuse_port)
     where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
     banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"
     print(banner, file=sys.stderr, flush=True)
+    if web_console and not address.unix_path:
+        name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        url = f"http://{f'[{name}]' if ':' in name else name}:{host.port}/"
+        print(f"acp-fast: web console at {url}", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
