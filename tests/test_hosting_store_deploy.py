@@ -19,6 +19,7 @@ timeouts are hang guards only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -234,10 +235,17 @@ def _children(pid: int) -> set[int]:
     return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
 
 
-def test_workers_park_in_a_sqlite_file_by_default_and_a_killed_workers_sessions_survive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the supervisor makes its directory
+def _store_file(pid: int) -> Path:
+    """The SQLite file a worker has open (the supervisor's temporary one)."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = Path(os.readlink(fd))
+            if target.name == "sessions.sqlite3" and target.parent.name.startswith("acp-fast-sessions-"):
+                return target
+    raise AssertionError(f"worker {pid} has no session store open")
+
+
+def test_workers_park_in_a_sqlite_file_by_default_and_a_killed_workers_sessions_survive() -> None:
     port = free_port()
     url = f"ws://127.0.0.1:{port}/acp"
     proc, _ = start_server(["serve", TARGET, "--listen", f"127.0.0.1:{port}", "--workers", "2"])
@@ -246,15 +254,19 @@ def test_workers_park_in_a_sqlite_file_by_default_and_a_killed_workers_sessions_
             if len(_children(proc.pid)) == 2:
                 break
             time.sleep(0.05)
-        dirs = list(tmp_path.glob("acp-fast-sessions-*"))
-        assert len(dirs) == 1, dirs
-        spec = f"sqlite:{dirs[0] / 'sessions.sqlite3'}"
+        files: list[Path] = []
 
         async def walk() -> None:
             c1, holder, _ = await _open(url)
             sid = await c1.new_session()
             assert "result" in await c1.request("session/prompt", _prompt(sid, "parked in the file"))
             await c1.close()
+            for _ in range(400):  # the worker opens the file when it parks its first session
+                with contextlib.suppress(AssertionError):
+                    files.append(_store_file(holder))
+                    break
+                await asyncio.sleep(0.025)
+            spec = f"sqlite:{_store_file(holder)}"
             await asyncio.to_thread(_wait_parked, spec, None, 1)
             os.kill(holder, signal.SIGKILL)  # the worker that parked it dies without a word
             for _ in range(600):
@@ -276,6 +288,6 @@ def test_workers_park_in_a_sqlite_file_by_default_and_a_killed_workers_sessions_
         asyncio.run(asyncio.wait_for(walk(), 120))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-        assert not dirs[0].exists()  # the supervisor removed its directory
+        assert not files[0].parent.exists()  # the supervisor removed its directory
     finally:
         stop_server(proc)

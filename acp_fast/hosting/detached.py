@@ -161,7 +161,8 @@ class DetachedSessions:
     async def _put(self, session_id: str, principal: str | None, blob: bytes, ttl_s: float) -> bool:
         assert self.store is not None
         try:
-            await asyncio.wait_for(self.store.put(session_id, principal, blob, ttl_s), self.store_timeout_s)
+            async with asyncio.timeout(self.store_timeout_s):  # no task of its own, unlike wait_for
+                await self.store.put(session_id, principal, blob, ttl_s)
         except Exception as exc:
             self.failed += 1
             log.error(
@@ -191,7 +192,8 @@ class DetachedSessions:
             self._drop(session_id)
             return entry
         try:
-            got = await asyncio.wait_for(store.take(session_id, principal), self.store_timeout_s)
+            async with asyncio.timeout(self.store_timeout_s):
+                got = await store.take(session_id, principal)
         except WrongOwner:
             raise _unknown(session_id) from None
         except Exception as exc:

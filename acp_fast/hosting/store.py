@@ -20,13 +20,17 @@ one gets it. An entry parked by another principal is reported as such
 from __future__ import annotations
 
 import abc
+import asyncio
 import importlib
+import logging
 import os
 import sqlite3
 import time
 from typing import Any
 
 from ..extras import require
+
+log = logging.getLogger(__name__)
 
 #: The spec strings ``--session-store`` accepts, for messages.
 SPEC_FORMS = "memory, sqlite:PATH or redis://HOST:PORT/DB"
@@ -94,15 +98,23 @@ def open_store(spec: str | None, timeout_s: float) -> SessionStore | None:
 _NO_PRINCIPAL = ""  # principals are never empty ("hook:NAME" or "authorization:DIGEST")
 
 
+#: Parks between two WAL checkpoints of one process. The checkpoint is the one
+#: step that waits for the disk (fsync), so it runs in a thread, never on the
+#: loop; 128 parks of 10 KiB keep the WAL near 4 MiB, SQLite's own default.
+SQLITE_CHECKPOINT_EVERY = 128
+
+
 class SqliteStore(SessionStore):
     """One SQLite file in WAL mode; each statement is one short transaction, run on the loop.
 
     The statements are a keyed insert and a keyed ``DELETE ... RETURNING``
-    (tens of microseconds for a 10 KiB entry, see benchmarks/session_store.py),
-    cheaper than a hop to a thread. ``synchronous=NORMAL``: a parked session is
-    a convenience, not a ledger, so a power cut may lose the last few parks
-    while the file stays consistent. The connection opens on first use, in the
-    process that uses it (workers fork before that).
+    (about 0.1-0.2 ms for a 10 KiB entry, see benchmarks/session_store.py),
+    cheaper than a hop to a thread. ``synchronous=NORMAL``: a commit only
+    appends to the WAL (no fsync); a parked session is a convenience, not a
+    ledger, so a power cut may lose the last few parks while the file stays
+    consistent. The fsync of the checkpoint runs in a thread every
+    ``SQLITE_CHECKPOINT_EVERY`` parks. The connection opens on first use, in
+    the process that uses it (workers fork before that).
     """
 
     def __init__(self, path: str, timeout_s: float) -> None:
@@ -112,6 +124,8 @@ class SqliteStore(SessionStore):
         self._db: sqlite3.Connection | None = None
         self._pid = 0
         self._closed = False
+        self._puts = 0
+        self._checkpoint: asyncio.Future[None] | None = None
 
     def _conn(self) -> sqlite3.Connection:
         if self._closed:
@@ -130,6 +144,23 @@ class SqliteStore(SessionStore):
             "INSERT OR REPLACE INTO parked (id, principal, deadline, entry) VALUES (?, ?, ?, ?)",
             (session_id, principal or _NO_PRINCIPAL, now + ttl_s, entry),
         )
+        self._puts += 1
+        if self._puts >= SQLITE_CHECKPOINT_EVERY and self._checkpoint is None:
+            self._puts = 0
+            self._checkpoint = asyncio.get_running_loop().run_in_executor(None, self._checkpoint_now)
+            self._checkpoint.add_done_callback(self._checkpoint_done)
+
+    def _checkpoint_now(self) -> None:
+        db = connect_sqlite(self.path, self.timeout_s)  # a connection of the thread's own
+        try:
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            db.close()
+
+    def _checkpoint_done(self, future: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("session store %s: WAL checkpoint failed: %r", self.name, future.exception())
 
     async def take(self, session_id: str, principal: str | None) -> tuple[bytes, float] | None:
         now = time.time()
@@ -146,6 +177,8 @@ class SqliteStore(SessionStore):
 
     async def close(self) -> None:
         self._closed = True
+        if self._checkpoint is not None:
+            await asyncio.wait({self._checkpoint}, timeout=self.timeout_s)
         if self._db is not None and self._pid == os.getpid():
             self._db.close()
         self._db = None
@@ -156,6 +189,7 @@ def connect_sqlite(path: str, timeout_s: float) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA wal_autocheckpoint=0")  # SqliteStore checkpoints in a thread
     db.execute(
         "CREATE TABLE IF NOT EXISTS parked ("
         "id TEXT PRIMARY KEY, principal TEXT NOT NULL, deadline REAL NOT NULL, entry BLOB NOT NULL)"
