@@ -325,3 +325,27 @@ def test_a_redis_spec_without_the_package_is_one_line_naming_the_install(monkeyp
     check_spec("sqlite:/tmp/x")  # needs nothing
     with pytest.raises(ValueError, match="accepted: memory, sqlite:PATH or redis://"):
         check_spec("postgres://x")
+
+
+def test_the_cli_refuses_a_bad_store_spec_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from acp_fast.cli import main
+
+    with pytest.raises(SystemExit) as err:
+        main(["demo", "--listen", "127.0.0.1:0", "--session-store", "postgres://db/0"])
+    assert "--session-store: unknown session store 'postgres://db/0'" in str(err.value.code)
+    with pytest.raises(SystemExit) as err:
+        main(["demo", "--listen", "127.0.0.1:0", "--session-store", "sqlite:"])
+    assert "sqlite: needs a file path" in str(err.value.code)
+
+
+def test_the_cli_names_the_store_extra_when_redis_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from acp_fast.cli import main
+
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(SystemExit) as err:
+        main(["demo", "--listen", "127.0.0.1:0", "--session-store", "redis://127.0.0.1:6379/0"])
+    assert err.value.code == 2
+    line = capsys.readouterr().err
+    assert line.count("\n") == 1 and "'store' extra" in line and "pip install '.[store]'" in line
