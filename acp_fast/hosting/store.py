@@ -24,11 +24,13 @@ import asyncio
 import importlib
 import logging
 import os
-import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..extras import require
+
+if TYPE_CHECKING:  # imported on first use: a host on the memory store never loads sqlite3
+    import sqlite3
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +188,8 @@ class SqliteStore(SessionStore):
 
 def connect_sqlite(path: str, timeout_s: float) -> sqlite3.Connection:
     """Open (creating if needed) the parking file: WAL, autocommit, its one table."""
+    import sqlite3
+
     db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
