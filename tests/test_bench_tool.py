@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,3 +175,39 @@ def test_session_new_bursts_stay_under_acp_fasts_session_limit(capsys: pytest.Ca
     assert session_budget(FULL) <= MAX_SESSIONS and session_budget(QUICK) <= MAX_SESSIONS
     assert driver.main(["--targets", "acp_fast", "--new-sessions", "9500", "--no-plot"]) == 2
     assert "over acp_fast's default limit" in capsys.readouterr().err
+
+
+def _rate(bursts: list[float]) -> dict[str, Any]:
+    return {"per_s": statistics.median(bursts), "per_s_bursts": bursts, "correct": True}
+
+
+def test_a_rate_goal_is_judged_only_where_the_burst_ratios_lie_on_one_side() -> None:
+    goal = "pipelined requests/s >= 0.7x floor"
+    clear = {"requests_per_s": {"acp_fast": _rate([90.0, 95.0, 100.0]), "floor": _rate([100.0, 100.0, 100.0])}}
+    met = {g.text: g for g in goals(clear)}[goal]
+    assert met.met is True and not met.undecided and met.spread == (0.9, 1.0)
+    missed = {"requests_per_s": {"acp_fast": _rate([40.0, 50.0, 60.0]), "floor": _rate([100.0, 100.0, 100.0])}}
+    assert {g.text: g for g in goals(missed)}[goal].met is False
+    noisy = {"requests_per_s": {"acp_fast": _rate([44.0, 80.0, 100.0]), "floor": _rate([100.0, 100.0, 100.0])}}
+    judged = {g.text: g for g in goals(noisy)}[goal]
+    assert judged.undecided and judged.met is None and judged.mark == " ?? "
+    assert "straddles" in judged.detail
+
+
+def _latency(samples: list[float]) -> dict[str, Any]:
+    return {"p99_us": percentile(samples, 99), "samples_us": sorted(samples), "correct": True}
+
+
+def test_a_percentile_goal_uses_a_bootstrap_spread() -> None:
+    goal = "cancel p99 idle <= 2x floor p99 idle"
+    floor = [float(10 + i % 5) for i in range(400)]
+    fast = {"cancel_idle": {"acp_fast": _latency([x * 1.1 for x in floor]), "floor": _latency(floor)}}
+    g = {x.text: x for x in goals(fast)}[goal]
+    assert g.met is True and g.spread is not None and g.spread[1] <= 2.0
+    slow = {"cancel_idle": {"acp_fast": _latency([x * 5 for x in floor]), "floor": _latency(floor)}}
+    assert {x.text: x for x in goals(slow)}[goal].met is False
+    # A tail of a few outliers: the p99 ratio depends on whether a resample holds them.
+    tail = [10.0] * 396 + [30.0] * 4
+    noisy = {"cancel_idle": {"acp_fast": _latency(tail), "floor": _latency([10.0] * 400)}}
+    judged = {x.text: x for x in goals(noisy)}[goal]
+    assert judged.undecided, judged

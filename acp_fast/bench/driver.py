@@ -168,10 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
     print()
     checked = goals(runner.results)
+    print(
+        "goals: MET or MISS only where the spread of the same-run ratio (burst by burst for rates, a bootstrap "
+        "for percentiles) lies wholly on one side; ?? where it straddles the goal"
+        + (" (a --quick run is short: expect several ??, and judge goals on a full run)" if args.quick else "")
+    )
     for g in checked:
-        mark = "n/a " if g.met is None else ("MET " if g.met else "MISS")
-        print(f"  [{mark}] {g.text}: {g.detail}")
-    report["goals"] = [g.__dict__ for g in checked]
+        print(f"  [{g.mark}] {g.text}: {g.detail}")
+    report["goals"] = [{**g.__dict__, "mark": g.mark.strip()} for g in checked]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1))
     print(f"\nresults: {args.json}")

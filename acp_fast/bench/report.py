@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import orjson
 from .process import log
 from .runner import Options
 from .scenarios import BUSY_STREAMS, PROMPTS_AT_ONCE
-from .stats import PERCENTILE_DEFINITION
+from .stats import PERCENTILE_DEFINITION, percentile
 from .targets import BARE, BARE_IMPORTS, NO_HOOK_SCENARIO
 
 # (label, scenario, key, lower is better, format)
@@ -146,11 +147,55 @@ def notes(results: dict[str, dict[str, Any]], names: Sequence[str], cheap: dict[
     return out
 
 
+#: Resamples behind a percentile goal's spread (a bootstrap of both targets' samples, fixed seed).
+BOOTSTRAP_ROUNDS = 200
+#: The share of resampled (or per-burst) ratios a goal's spread leaves out on each side.
+SPREAD_TAIL = 0.05
+
+
 @dataclass
 class Goal:
     text: str
     met: bool | None
     detail: str
+    #: The same-run ratio's spread (burst by burst for rates, a bootstrap for percentiles), if known.
+    spread: tuple[float, float] | None = None
+    #: Measured, but the spread straddles the goal: too noisy to call it met or missed.
+    undecided: bool = False
+
+    @property
+    def mark(self) -> str:
+        if self.undecided:
+            return " ?? "
+        return "n/a " if self.met is None else ("MET " if self.met else "MISS")
+
+
+def _quantile(sorted_values: Sequence[float], share: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, max(0, round(share * (len(sorted_values) - 1))))]
+
+
+def _spread(results: dict[str, dict[str, Any]], scenario: str, key: str, peer: str) -> tuple[float, float] | None:
+    """Where the ratio acp_fast/peer lies in this run, beyond its single figure; None if unknown."""
+    mine, other = results[scenario]["acp_fast"], results[scenario][peer]
+    if key == "per_s":
+        a, b = mine.get("per_s_bursts"), other.get("per_s_bursts")
+        if not a or not b:
+            return None
+        ratios = sorted(x / y for x, y in zip(a, b, strict=False) if y)
+        return (_quantile(ratios, SPREAD_TAIL), _quantile(ratios, 1 - SPREAD_TAIL)) if ratios else None
+    a, b = mine.get("samples_us"), other.get("samples_us")
+    if not a or not b or not key.startswith("p") or not key.endswith("_us"):
+        return None
+    q = int(key[1:-3])
+    rng = random.Random(0)
+    boot = []
+    for _ in range(BOOTSTRAP_ROUNDS):
+        x = percentile(rng.choices(a, k=len(a)), q)
+        y = percentile(rng.choices(b, k=len(b)), q)
+        if y:
+            boot.append(x / y)
+    boot.sort()
+    return (_quantile(boot, SPREAD_TAIL), _quantile(boot, 1 - SPREAD_TAIL)) if boot else None
 
 
 def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
@@ -165,7 +210,18 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
             out.append(Goal(text, None, f"needs {' and '.join(absent)}" if absent else "not measured"))
             return
         r = mine / other
-        out.append(Goal(text, r <= limit if at_most else r >= limit, f"{r:.2f}x ({mine:,.1f} vs {other:,.1f})"))
+        detail = f"{r:.2f}x ({mine:,.1f} vs {other:,.1f})"
+        spread = _spread(results, scenario, key, peer)
+        if spread is None:
+            out.append(Goal(text, r <= limit if at_most else r >= limit, detail))
+            return
+        lo, hi = spread
+        detail += f", spread {lo:.2f}-{hi:.2f}x"
+        ok_all, ok_none = (hi <= limit, lo > limit) if at_most else (lo >= limit, hi < limit)
+        if ok_all or ok_none:
+            out.append(Goal(text, ok_all, detail, spread))
+        else:
+            out.append(Goal(text, None, detail + ": straddles the goal, too noisy to judge", spread, undecided=True))
 
     for kind, label in (("cancel", "cancel"), ("control", "set_mode")):
         bound(f"{label} p99 idle <= 2x floor p99 idle", f"{kind}_idle", "p99_us", "floor", 2.0, True)
