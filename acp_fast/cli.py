@@ -61,6 +61,8 @@ _HELP = {
     "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
     "max_request_head_bytes": "--listen: longest HTTP request head; longer ones get 431",
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
+    "max_parked_session_bytes": "--listen: largest parked session a shared --session-store accepts, encoded",
+    "session_store_timeout_s": "--listen: seconds one --session-store call may take before it counts as failed",
 }
 
 
@@ -148,6 +150,13 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="with --listen: N processes share the port (SO_REUSEPORT); dead ones are restarted (default 1)",
+    )
+    net.add_argument(
+        "--session-store",
+        metavar="SPEC",
+        help="with --listen: where parked sessions wait: memory, sqlite:PATH (the workers of one host) or "
+        "redis://HOST:PORT/DB (replicas; the store extra); default memory, or with --workers N>1 a SQLite "
+        "file in a temporary directory",
     )
     net.add_argument(
         "--allow-origin",
@@ -278,6 +287,15 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         address = ListenAddress.parse(args.listen)
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
+    from .hosting.store import check_spec
+
+    store: str | None = args.session_store
+    if store is not None:
+        try:
+            check_spec(store)
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: --session-store: {exc}") from None
+
     def serve(reuse_port: bool = False) -> None:
         run_host(
             factory,
@@ -288,6 +306,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             allowed_origins=args.allow_origin,
             reuse_port=reuse_port,
             web_console=args.web_console,
+            session_store=store,
         )
 
     if args.workers <= 1:
@@ -295,10 +314,13 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         return
     if not address.port:
         raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
-    from .hosting.workers import run_workers
+    from .hosting.workers import run_workers, shared_session_store
 
     bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
-    raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
+    if store is not None:
+        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
+    with shared_session_store() as store:  # the workers share parking out of the box
+        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "compat": ("acp",),
     "validate": ("jsonschema", "acp"),
     "plot": ("matplotlib",),
+    "store": ("redis",),
 }
 
 

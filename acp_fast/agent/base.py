@@ -301,6 +301,12 @@ class Agent:
         Return what ``attach_session`` needs to continue it on another instance
         (each connection has its own); the host keeps it for
         ``detached_session_timeout_s`` and then drops it. Default: nothing.
+
+        With a shared session store (``--session-store sqlite:...``/``redis://...``)
+        the instance may be in another process, so the state travels as JSON:
+        return dicts with str keys, lists, tuples (given back as lists), str,
+        int, float, bool or None. Anything else is refused here, logged, and the
+        session ends with its socket instead of being parked.
         """
         return None
 

@@ -53,6 +53,7 @@ from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
 from .http import HttpChannel, StreamSink, headers_map
+from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class AcpHost:
         authorize: Authorize | None = None,
         allowed_origins: Collection[str] = (),
         web_console: bool = False,
+        session_store: str | SessionStore | None = None,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -112,7 +114,9 @@ class AcpHost:
         self.authorize = authorize
         self.allowed_origins = frozenset(allowed_origins)
         self.budget = ProcessBudget(self.limits)
-        self.detached = DetachedSessions(self.budget, self.limits.detached_session_timeout_s)
+        if isinstance(session_store, str):
+            session_store = open_store(session_store, self.limits.session_store_timeout_s)
+        self.detached = DetachedSessions(self.budget, self.limits, session_store)
         self.draining = False
         self._peers: dict[WsPeer | SsePeer, asyncio.Task[None]] = {}
         self._http: dict[str, SsePeer] = {}  # Streamable HTTP connections by Acp-Connection-Id
@@ -414,8 +418,13 @@ class AcpHost:
         except Exception:
             log.exception("connection %s failed", peer.connection_id)
         finally:
-            park = not self.draining and self.limits.detached_session_timeout_s > 0 and server.can_resume
-            server.release_sessions(park)
+            # A drain parks too when another process can take the sessions over (issue 25, item 3).
+            handover = not self.draining or self.detached.shared
+            park = handover and self.limits.detached_session_timeout_s > 0 and server.can_resume
+            try:
+                await server.release_sessions(park)
+            except Exception:
+                log.exception("connection %s: parking its sessions failed", peer.connection_id)
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
             if isinstance(peer, SsePeer):
@@ -427,7 +436,12 @@ class AcpHost:
 
     # -- drain (R29) -----------------------------------------------------------------------------------
     async def drain(self) -> None:
-        """Refuse new connections, end every connection like EOF, close each with 1001, then stop listening."""
+        """Refuse new connections, end every connection like EOF, close each with 1001, then stop listening.
+
+        With a shared session store each connection's sessions are parked there
+        as it ends (a running prompt is cancelled and answered first), for the
+        process the client reconnects to; the memory store drops them.
+        """
         if self._drained is not None:
             await self._drained.wait()
             return
@@ -449,6 +463,7 @@ class AcpHost:
         drained.set()
         if self._server is not None:
             self._server.close()
+        await self.detached.close()
 
     async def close(self) -> None:
         """Drain, then release the listening socket."""
@@ -523,10 +538,21 @@ async def serve_ws(
     authorize: Authorize | None = None,
     allowed_origins: Collection[str] = (),
     web_console: bool = False,
+    session_store: str | SessionStore | None = None,
 ) -> AcpHost:
-    """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host."""
+    """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
+
+    ``session_store``: where parked sessions wait (``memory``, ``sqlite:PATH``,
+    ``redis://HOST:PORT/DB`` or a :class:`SessionStore`); None is memory.
+    """
     acp_host = AcpHost(
-        agent_factory, limits, path=path, authorize=authorize, allowed_origins=allowed_origins, web_console=web_console
+        agent_factory,
+        limits,
+        path=path,
+        authorize=authorize,
+        allowed_origins=allowed_origins,
+        web_console=web_console,
+        session_store=session_store,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -543,14 +569,19 @@ def run_host(
     allowed_origins: Collection[str] = (),
     reuse_port: bool = False,
     web_console: bool = False,
+    session_store: str | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT, then drain (R29) and return."""
+    """Serve until SIGTERM/SIGINT, then drain (R29) and return; ``session_store`` as for :func:`serve_ws`."""
     factory, kind = event_loop_factory(use_uvloop)
     gc.collect()
     gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
     try:
-        runner.run(_run(agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port, web_console))
+        runner.run(
+            _run(
+                agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port, web_console, session_store
+            )
+        )
         leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
         if leftovers:  # Runner.close would wait for them for ever (a task that swallows cancellation)
             log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
@@ -570,8 +601,16 @@ async def _run(
     loop_kind: str,
     reuse_port: bool,
     web_console: bool = False,
+    session_store: str | None = None,
 ) -> None:
-    host = AcpHost(agent_factory, limits, authorize=authorize, allowed_origins=allowed_origins, web_console=web_console)
+    host = AcpHost(
+        agent_factory,
+        limits,
+        authorize=authorize,
+        allowed_origins=allowed_origins,
+        web_console=web_console,
+        session_store=session_store,
+    )
     await host.start(address, reuse_port=reuse_port)
     where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
     banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"

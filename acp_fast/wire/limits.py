@@ -153,6 +153,20 @@ MAX_REQUEST_HEAD_BYTES = 16 * KiB
 #: still open are dropped and the process exits.
 DRAIN_FLUSH_S = 2.0
 
+# Session store (hosting/store.py): how big and how slow parking may be.
+
+#: Largest parked session a shared store (SQLite, Redis) accepts, encoded: the
+#: framework's session plus what ``detach_session`` returned. A parked session
+#: is a conversation's state, not its files; 1 MiB holds a long history, and
+#: ``max_sessions_total`` times this bounds what one process can put in the store.
+MAX_PARKED_SESSION_BYTES = 1 * MiB
+
+#: Seconds one store call (park, re-attach) may take before it counts as failed
+#: and is logged: a session is then not parked (or not found), and the host
+#: carries on. Loopback calls take well under a millisecond; 2 s rides out a
+#: Redis failover without letting a dead store stall a drain.
+SESSION_STORE_TIMEOUT_S = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -188,6 +202,9 @@ class Limits:
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
     max_request_head_bytes: int = MAX_REQUEST_HEAD_BYTES
     drain_flush_s: float = DRAIN_FLUSH_S
+    # Session store
+    max_parked_session_bytes: int = MAX_PARKED_SESSION_BYTES
+    session_store_timeout_s: float = SESSION_STORE_TIMEOUT_S
 
     def __post_init__(self) -> None:
         for f in fields(self):
