@@ -269,7 +269,6 @@ class WsPeer(WSListener):
         self._fragments: bytearray | None = None
         self._fragment_kind: WSMsgType | None = None
         self._fragments_compressed = False
-        self._frames_since_end = 0
         self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
         self._socket_paused = False
         self.ended = False
@@ -313,8 +312,10 @@ class WsPeer(WSListener):
         elif kind is WSMsgType.CLOSE:
             self._close_received(transport, frame.get_close_code())
             return
-        if frame.last_in_buffer and self._frames_since_end:
-            self._frames_since_end = 0
+        if frame.last_in_buffer:
+            # The fast path: dispatch the read's messages now. A read whose last frame picows keeps for
+            # itself (a PING, the PONG to its own ping) needs nothing here: the Connection ends every
+            # batch it was given one loop turn later (LineSink's contract, peer/reader.py).
             conn = self.conn
             if conn is not None:
                 conn.feed_end()
@@ -350,9 +351,7 @@ class WsPeer(WSListener):
         if out is None or conn is None or out.is_closing():
             transport.disconnect()  # this was the reply to our close: the handshake is complete
             return
-        if self._frames_since_end:
-            self._frames_since_end = 0
-            conn.feed_end()
+        conn.feed_end()  # what this read delivered is dispatched ahead of the EOF
         if not self.ended:  # else a drain already ran the EOF shutdown, and closes with its own code
             self.ended = True
             out.close_code = _reply_code(code)
@@ -460,7 +459,6 @@ class WsPeer(WSListener):
         if self._first_method is not None and not self._admit_first(payload):
             return
         conn.feed_line(payload)
-        self._frames_since_end += 1
 
     def _admit_first(self, payload: bytes | bytearray | memoryview) -> bool:
         """Until the first message that parses: is it ``first_method``? Else close 1002."""
