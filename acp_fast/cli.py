@@ -52,7 +52,7 @@ _HELP = {
     "max_sessions_total": "--listen: sessions across all connections of the process",
     "detached_session_timeout_s": "--listen: seconds a dropped socket's sessions wait for session/load; 0 disables",
     "max_running_prompts": "--listen: prompts running at once across all connections",
-    "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
+    "max_buffered_output_bytes": "--listen: output queued for one client above which it must keep reading (1008 else)",
     "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
     "ws_deflate": "--listen: accept permessage-deflate when a client offers it, without context takeover",
     "ping_interval_s": "--listen: ping a connection idle this long",
@@ -60,6 +60,8 @@ _HELP = {
     "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
     "max_request_head_bytes": "--listen: longest HTTP request head; longer ones get 431",
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
+    # WebSocket and live-connection admission
+    "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
 }
 
 

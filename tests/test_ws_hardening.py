@@ -13,10 +13,14 @@ import json
 import struct
 from typing import Any
 
+import pytest
+
+from acp_fast.demo import DemoAgent
 from acp_fast.hosting import AcpHost
+from acp_fast.transports.output_cap import OutputCap
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import wait_counts_zero, with_host
-from tests.ws_helpers import client_frame, read_frame
+from tests.ws_helpers import WsClient, client_frame, read_frame
 
 #: Generous bound for an answer that should come at once (a hang becomes a failure, not a timing assertion).
 BOUND_S = 5.0
@@ -103,3 +107,101 @@ def test_request_and_pong_to_the_servers_ping_in_one_write_is_answered(run: Any)
         await wait_counts_zero(host)
 
     run(with_host(body, limits=Limits(ping_interval_s=0.3, ping_timeout_s=0.3)))
+
+
+# -- issue 22.3: the output cap means "the client is not reading" ------------------------------------------
+
+MiB = 1024 * 1024
+
+
+class BigUpdates(DemoAgent):
+    """A prompt ``big N`` sends one N MiB update, then ends the turn; any extension method answers N MiB."""
+
+    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        words = prompt[0]["text"].split()
+        if words[:1] == ["big"]:
+            await self.client.agent_message_chunk(session_id, "z" * (int(words[1]) * MiB))
+            return {"stopReason": "end_turn"}
+        return await super().prompt(session_id, prompt, **kwargs)
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"data": "x" * (int(params["mib"]) * MiB)}
+
+
+def test_large_updates_pass_to_a_reading_client_under_the_default_cap(run: Any) -> None:
+    """12 and 24 MiB updates (cap 4 MiB) reach a client that reads; the prompt's answer follows; no 1008."""
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(f"ws://127.0.0.1:{host.port}/acp")
+        await c.initialize()
+        sid = await c.new_session()
+        for mib in (12, 24):
+            done = await c.request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": f"big {mib}"}]}
+            )
+            assert done.get("result") == {"stopReason": "end_turn"}, str(done)[:200]
+            update = c.updates(sid)[-1]
+            assert len(update["content"]["text"]) == mib * MiB
+            answer = await c.request("_big", {"mib": mib})  # an answer bypasses producer backpressure
+            assert len(answer["result"]["data"]) == mib * MiB
+            c.messages.clear()
+        assert not c.closed.is_set()
+        await c.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, factory=BigUpdates), timeout=120)
+
+
+def test_a_client_that_stops_reading_is_still_closed_1008(run: Any) -> None:
+    """Output above the cap that does not shrink for output_stall_timeout_s closes the socket 1008."""
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(f"ws://127.0.0.1:{host.port}/acp")
+        await c.initialize()
+        c.ws.transport.pause_reading()
+        await c.request_nowait("_big", {"mib": 8})
+        for _ in range(2000):  # bounded: the stall timer is 0.05 s
+            if any(p.out is not None and p.out.is_closing() for p in host._peers):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("never closed")
+        c.ws.transport.resume_reading()
+        await asyncio.wait_for(c.closed.wait(), BOUND_S * 4)
+        assert c.close_code == 1008
+        await wait_counts_zero(host)
+
+    limits = Limits(max_buffered_output_bytes=256 * 1024, output_stall_timeout_s=0.05, drain_flush_s=60.0)
+    run(with_host(body, factory=BigUpdates, limits=limits))
+
+
+def test_output_cap_closes_past_one_message_at_once_and_a_stalled_client_after_the_timer(run: Any) -> None:
+    """The rule itself (transports/output_cap.py; over a socket R26 stops reading before the ceiling is reached)."""
+
+    async def body() -> None:
+        size = [0]
+        stalled = asyncio.Event()
+        cap = OutputCap(
+            asyncio.get_running_loop(),
+            cap=100,
+            max_message=1000,
+            stall_s=0.01,
+            size=lambda: size[0],
+            on_stalled=stalled.set,
+        )
+        size[0] = 1000  # one message in flight: above the cap, within cap + one message
+        assert not cap.over()
+        size[0] = 600  # progress at the first check: it re-arms; at the next, none: the client is not reading
+        await asyncio.wait_for(stalled.wait(), BOUND_S)  # no progress since: the client is not reading
+        size[0] = 1101
+        assert cap.over()
+        cap.cancel()
+
+    run(body())
+
+
+def test_limits_refuse_combinations_that_cannot_work() -> None:
+    with pytest.raises(ValueError, match="write_high_water"):
+        Limits(max_buffered_output_bytes=1024)
+    with pytest.raises(ValueError, match="ping_interval_s"):
+        Limits(ping_interval_s=1.0, ping_timeout_s=2.0)

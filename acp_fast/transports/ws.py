@@ -13,8 +13,10 @@ Socket close is EOF for the Connection (R13-R15 via R27), and so is the
 client's close frame: the shutdown that follows cancels and answers what was
 running, and every answer leaves ahead of the server's close frame. Flow
 control is the socket's: the Writer's high-water mark is applied to the TCP
-transport, and output queued past ``max_buffered_output_bytes`` closes the
-socket with 1008.
+transport, and a client that stops reading is closed with 1008 by the output
+cap (transports/output_cap.py: past ``max_buffered_output_bytes`` with no
+progress for ``output_stall_timeout_s``; one message up to ``max_line_bytes``
+always passes to a reading client).
 
 picows does the framing in C and calls ``on_ws_frame`` synchronously from
 the loop's read callback, which is what the inline dispatch path wants.
@@ -39,6 +41,7 @@ from ..wire import jsonrpc
 from ..wire.errors import AcpError
 from ..wire.jsonrpc import Request
 from ..wire.limits import Limits
+from .output_cap import OutputCap
 from .ws_deflate import InflateError, InflateTooBig, PerMessageDeflate, inflate
 
 log = logging.getLogger(__name__)
@@ -83,13 +86,20 @@ def _reply_code(received: WSCloseCode) -> WSCloseCode:
 class FrameWriteTransport(asyncio.WriteTransport):
     """The Writer's transport over one WebSocket: every line it writes leaves as one text frame."""
 
-    def __init__(self, ws: WSTransport, max_buffered: int, on_close_sent: Callable[[], None]) -> None:
+    def __init__(self, ws: WSTransport, limits: Limits, on_close_sent: Callable[[], None]) -> None:
         super().__init__()
         self._ws = ws
         self._on_close_sent = on_close_sent
         self._tcp = ws.underlying_transport
         self._fd = self._tcp.get_extra_info("socket").fileno()
-        self._max_buffered = max_buffered
+        self._cap = OutputCap(
+            asyncio.get_running_loop(),
+            cap=limits.max_buffered_output_bytes,
+            max_message=limits.max_line_bytes + 16,  # one message and its frame header
+            stall_s=limits.output_stall_timeout_s,
+            size=self._tcp.get_write_buffer_size,
+            on_stalled=self._stalled,
+        )
         self._closing = False
         self.lost = False
         self.writer_closed = False
@@ -105,8 +115,8 @@ class FrameWriteTransport(asyncio.WriteTransport):
         to ``writelines`` with the header as a view of that buffer, which the
         loop may keep while the socket is backed up).
         """
-        if self._closing:
-            return
+        if self._closing or self._ws.is_close_frame_sent:
+            return  # nothing follows a close frame (RFC 6455 5.5.1), whoever sent it
         tcp = self._tcp
         if not tcp.get_write_buffer_size():
             try:
@@ -117,11 +127,17 @@ class FrameWriteTransport(asyncio.WriteTransport):
                 return
             data = memoryview(data)[sent:]
         tcp.write(data)
-        if tcp.get_write_buffer_size() > self._max_buffered:
+        if self._cap.over():
             log.warning(
-                "closing a connection whose client is not reading: %d bytes queued (limit %d)",
-                tcp.get_write_buffer_size(),
-                self._max_buffered,
+                "closing a connection whose client is not reading: %d bytes queued", tcp.get_write_buffer_size()
+            )
+            self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
+
+    def _stalled(self) -> None:
+        if not self._closing:
+            log.warning(
+                "closing a connection whose client is not reading: %d bytes queued, none taken for a while",
+                self._tcp.get_write_buffer_size(),
             )
             self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
 
@@ -149,6 +165,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         if self._closing:
             return
         self._closing = True
+        self._cap.cancel()
         if not self.lost:
             self._ws.send_close(self.close_code, self.close_reason)
             self._on_close_sent()
@@ -163,6 +180,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         """The socket is gone: nothing more is sent, nothing counts as buffered."""
         self.lost = True
         self._closing = True
+        self._cap.cancel()
 
 
 class FrameWriter(Writer):
@@ -284,7 +302,7 @@ class WsPeer(WSListener):
         _forget_upgrade(transport)
         deflate = self.deflate
         writer = FrameWriter(loop, self.limits) if deflate is None else DeflateFrameWriter(loop, self.limits, deflate)
-        out = FrameWriteTransport(transport, self.limits.max_buffered_output_bytes, self._close_sent)
+        out = FrameWriteTransport(transport, self.limits, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
         # The Connection only ever pauses, resumes or closes its reader; a socket needs no framer.
