@@ -205,3 +205,33 @@ def test_limits_refuse_combinations_that_cannot_work() -> None:
         Limits(max_buffered_output_bytes=1024)
     with pytest.raises(ValueError, match="ping_interval_s"):
         Limits(ping_interval_s=1.0, ping_timeout_s=2.0)
+
+
+# -- issue 22.6 / 27.5: the close code answered to a client's close ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"", 1000),
+        (struct.pack(">H", 1000), 1000),
+        (struct.pack(">H", 1001), 1001),
+        (struct.pack(">H", 4000) + b"bye", 4000),
+        (struct.pack(">H", 1005), 1002),  # "no status": never on the wire
+        (struct.pack(">H", 1006), 1002),  # "abnormal": never on the wire
+        (struct.pack(">H", 1015), 1002),  # "TLS failure": never on the wire
+        (struct.pack(">H", 0), 1002),
+        (struct.pack(">H", 5000), 1002),
+        (struct.pack(">H", 2500), 1002),
+        (b"\x03", 1002),  # a one-byte status
+    ],
+)
+def test_the_clients_close_code_is_echoed_only_when_it_may_be_sent(run: Any, payload: bytes, expected: int) -> None:
+    async def body(host: AcpHost) -> None:
+        reader, writer = await raw_upgrade(host)
+        writer.write(client_frame(OP_CLOSE, payload))
+        assert await close_status(reader) == expected
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body))

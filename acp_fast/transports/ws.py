@@ -76,11 +76,22 @@ def text_frame_header(size: int, first_byte: int = _FIN_TEXT) -> bytes:
     return _HEADER_64(first_byte, 127, size)
 
 
-def _reply_code(received: WSCloseCode) -> WSCloseCode:
-    """The status to answer a client's close with: its own, unless it sent none (or one never sent on the wire)."""
-    if received.value < 1000 or received in (WSCloseCode.ABNORMAL_CLOSURE,):
-        return CLOSE_NORMAL  # an empty close frame: answering "0" would be a protocol error
-    return received
+def _reply_code(frame: WSFrame) -> WSCloseCode:
+    """The status to answer a client's close with (RFC 6455 5.5.1, 7.4).
+
+    An empty close frame gets 1000. A status a client may send is echoed;
+    one that must never be on the wire (0-999, 1004-1006, 1015, 1016-2999,
+    5000 and up) or a one-byte payload makes the close a protocol error: 1002.
+    """
+    size = len(frame.get_payload_as_memoryview())
+    if size == 0:
+        return CLOSE_NORMAL
+    if size == 1:
+        return CLOSE_PROTOCOL_ERROR
+    code = int.from_bytes(frame.get_payload_as_memoryview()[:2], "big")
+    if 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999:
+        return WSCloseCode(code)
+    return CLOSE_PROTOCOL_ERROR
 
 
 class FrameWriteTransport(asyncio.WriteTransport):
@@ -328,7 +339,7 @@ class WsPeer(WSListener):
             if not frame.fin:
                 self._fragment_kind = WSMsgType.BINARY
         elif kind is WSMsgType.CLOSE:
-            self._close_received(transport, frame.get_close_code())
+            self._close_received(transport, frame)
             return
         if frame.last_in_buffer:
             # The fast path: dispatch the read's messages now. A read whose last frame picows keeps for
@@ -354,7 +365,7 @@ class WsPeer(WSListener):
             writer.resume_writing()  # nothing more can leave: producers stop waiting for the socket
         conn.feed_eof(None)
 
-    def _close_received(self, transport: WSTransport, code: WSCloseCode) -> None:
+    def _close_received(self, transport: WSTransport, frame: WSFrame) -> None:
         """The client's close is its EOF: what it sent before is answered, then our close follows.
 
         RFC 6455 lets the server send until its own close frame. Answering the
@@ -372,7 +383,7 @@ class WsPeer(WSListener):
         conn.feed_end()  # what this read delivered is dispatched ahead of the EOF
         if not self.ended:  # else a drain already ran the EOF shutdown, and closes with its own code
             self.ended = True
-            out.close_code = _reply_code(code)
+            out.close_code = _reply_code(frame)
             conn.feed_eof(None)
 
     def _close_sent(self) -> None:
