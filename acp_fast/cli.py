@@ -265,8 +265,9 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         address = ListenAddress.parse(args.listen)
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
-    def serve(reuse_port: bool = False) -> None:
-        run_host(
+
+    def serve(reuse_port: bool = False) -> int:
+        return run_host(
             factory,
             address,
             limits,
@@ -274,10 +275,13 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             authorize=authorize,
             allowed_origins=args.allow_origin,
             reuse_port=reuse_port,
+            freeze_gc=args.gc_freeze,
         )
 
     if args.workers <= 1:
-        serve()
+        status = serve()
+        if status:
+            raise SystemExit(status)
         return
     if not address.port:
         raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
