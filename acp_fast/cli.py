@@ -53,7 +53,7 @@ _HELP = {
     "max_sessions_total": "--listen: sessions across all connections of the process",
     "detached_session_timeout_s": "--listen: seconds a dropped socket's sessions wait for session/load; 0 disables",
     "max_running_prompts": "--listen: prompts running at once across all connections",
-    "max_buffered_output_bytes": "--listen: output queued for one client before its socket closes 1008",
+    "max_buffered_output_bytes": "--listen: output queued for one client above which it must keep reading (1008 else)",
     "ws_read_buffer_bytes": "--listen: initial read buffer of a connection",
     "ws_deflate": "--listen: accept permessage-deflate when a client offers it, without context takeover",
     "ping_interval_s": "--listen: ping a connection idle this long",
@@ -63,6 +63,8 @@ _HELP = {
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
     "max_parked_session_bytes": "--listen: largest parked session a shared --session-store accepts, encoded",
     "session_store_timeout_s": "--listen: seconds one --session-store call may take before it counts as failed",
+    # WebSocket and live-connection admission
+    "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
 }
 
 
@@ -296,8 +298,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         except ValueError as exc:
             raise SystemExit(f"acp-fast: --session-store: {exc}") from None
 
-    def serve(reuse_port: bool = False) -> None:
-        run_host(
+    def serve(reuse_port: bool = False) -> int:
+        return run_host(
             factory,
             address,
             limits,
@@ -307,10 +309,13 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             reuse_port=reuse_port,
             web_console=args.web_console,
             session_store=store,
+            freeze_gc=args.gc_freeze,
         )
 
     if args.workers <= 1:
-        serve()
+        status = serve()
+        if status:
+            raise SystemExit(status)
         return
     if not address.port:
         raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")

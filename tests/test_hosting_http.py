@@ -288,7 +288,8 @@ class HugeAnswer(DemoAgent):
 
 
 def test_r28_http_stream_past_the_output_cap_ends_the_connection(run: Any) -> None:
-    """Nobody reads the connection stream: an answer past max_buffered_output_bytes ends the connection."""
+    """Nobody reads the connection stream: output past max_buffered_output_bytes that does not shrink for
+    output_stall_timeout_s ends the connection."""
 
     async def body(host: AcpHost) -> None:
         init = await request(host.port, "POST", {"Content-Type": "application/json"}, json.dumps(INIT).encode())
@@ -299,7 +300,8 @@ def test_r28_http_stream_past_the_output_cap_ends_the_connection(run: Any) -> No
         await _wait_counts_zero(host)
         assert (await request(host.port, "DELETE", {"Acp-Connection-Id": cid})).status == 404
 
-    run(_with_host(body, factory=HugeAnswer, limits=Limits(max_buffered_output_bytes=1024 * 1024)))
+    limits = Limits(max_buffered_output_bytes=1024 * 1024, output_stall_timeout_s=0.05)
+    run(_with_host(body, factory=HugeAnswer, limits=limits))
 
 
 class MediumAnswers(DemoAgent):

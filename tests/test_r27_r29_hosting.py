@@ -308,13 +308,17 @@ def test_r28_output_past_the_cap_closes_1008_others_unaffected(run: Any) -> None
             "session/prompt", {"sessionId": s_fast, "prompt": [{"type": "text", "text": "stream 50 0"}]}
         )
         assert done["result"] == {"stopReason": "end_turn"}
+        for _ in range(2000):  # bounded: the stall timer is 0.05 s; the client must not read before it fires
+            if any(p.out is not None and p.out.is_closing() for p in host._peers):
+                break
+            await asyncio.sleep(0.01)
         slow.ws.transport.resume_reading()
         await slow.closed.wait()
         assert slow.close_code == 1008
         await fast.close()
         await _wait_counts_zero(host)
 
-    limits = Limits(max_buffered_output_bytes=256 * 1024, drain_flush_s=60.0)
+    limits = Limits(max_buffered_output_bytes=256 * 1024, output_stall_timeout_s=0.05, drain_flush_s=60.0)
     run(_with_host(body, factory=HugeAnswer, limits=limits))
 
 

@@ -27,7 +27,6 @@ import contextlib
 import gc
 import hashlib
 import logging
-import os
 import signal
 import sys
 import uuid
@@ -41,6 +40,7 @@ import orjson
 from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
 from ..agent.base import Agent
+from ..agent.serve import _abandon
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
@@ -570,11 +570,19 @@ def run_host(
     reuse_port: bool = False,
     web_console: bool = False,
     session_store: str | None = None,
-) -> None:
-    """Serve until SIGTERM/SIGINT, then drain (R29) and return; ``session_store`` as for :func:`serve_ws`."""
+    freeze_gc: bool = False,
+) -> int:
+    """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
+
+    0, or 1 when the drain had to abandon tasks that ignored cancellation
+    (they are left behind, not awaited: ``Runner.close`` would wait for
+    ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
+    and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
+    ``session_store`` as for :func:`serve_ws`.
+    """
     factory, kind = event_loop_factory(use_uvloop)
-    gc.collect()
-    gc.freeze()  # see run_agent: what was imported lives as long as the process
+    if freeze_gc:
+        gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
     try:
         runner.run(
@@ -582,14 +590,17 @@ def run_host(
                 agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port, web_console, session_store
             )
         )
-        leftovers = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
-        if leftovers:  # Runner.close would wait for them for ever (a task that swallows cancellation)
-            log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
-    finally:
+        loop = runner.get_loop()
+        leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
+    except BaseException:
         runner.close()
+        raise
+    if not leftovers:
+        runner.close()
+        return 0
+    log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
+    _abandon(loop, leftovers)
+    return 1
 
 
 async def _run(
@@ -612,18 +623,20 @@ async def _run(
         session_store=session_store,
     )
     await host.start(address, reuse_port=reuse_port)
-    where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
-    banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"
-    print(banner, file=sys.stderr, flush=True)
-    if web_console and not address.unix_path:
-        name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
-        url = f"http://{f'[{name}]' if ':' in name else name}:{host.port}/"
-        print(f"acp-fast: web console at {url}", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
+    # A worker starts with these held (hosting/workers.py): one that came during start-up is handled now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
+    banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"
+    print(banner, file=sys.stderr, flush=True)  # after the handlers: a signal sent on seeing it drains
+    if web_console and not address.unix_path:
+        name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        url = f"http://{f'[{name}]' if ':' in name else name}:{host.port}/"
+        print(f"acp-fast: web console at {url}", file=sys.stderr, flush=True)
     await stop.wait()
     log.info("signal received: draining")
     await host.drain()

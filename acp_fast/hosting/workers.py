@@ -36,17 +36,32 @@ SUPERVISE_TICK_S = 1.0
 #: Beyond the drain bound, seconds the supervisor waits for workers before killing them.
 STOP_MARGIN_S = 2.0
 
+#: The signals that stop a worker by draining it.
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
 
-def run_workers(n: int, serve: Callable[[], None], drain_bound_s: float) -> int:
+
+def run_workers(n: int, serve: Callable[[], int | None], drain_bound_s: float) -> int:
     """Run ``serve`` (a blocking host loop) in ``n`` forked workers until a signal; returns an exit code."""
     ctx = multiprocessing.get_context("fork")
     workers: dict[int, tuple[BaseProcess, float]] = {}
     stopping = False
 
     def start(slot: int) -> None:
+        """Start a worker with SIGTERM/SIGINT held, so no signal falls between its start and its record.
+
+        Held in the supervisor, a signal that arrives meanwhile is handled once
+        the worker is recorded, and so is passed on to it; the worker inherits
+        the mask and keeps the signal pending until its loop's handlers exist
+        (``run_host`` releases it), so a worker told to stop while starting
+        drains instead of dying unhandled or being killed at the bound.
+        """
         proc = ctx.Process(target=_worker_main, args=(serve,), name=f"acp-fast-worker-{slot}", daemon=False)
-        proc.start()
-        workers[slot] = (proc, time.monotonic())
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            proc.start()
+            workers[slot] = (proc, time.monotonic())
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
@@ -55,7 +70,7 @@ def run_workers(n: int, serve: Callable[[], None], drain_bound_s: float) -> int:
             if proc.is_alive() and proc.pid is not None:
                 os.kill(proc.pid, signal.SIGTERM)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         for slot in range(n):
             start(slot)
@@ -87,10 +102,13 @@ def run_workers(n: int, serve: Callable[[], None], drain_bound_s: float) -> int:
             signal.signal(sig, handler)
 
 
-def _worker_main(serve: Callable[[], None]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGINT):
+def _worker_main(serve: Callable[[], int | None]) -> None:
+    """A worker: ``serve`` runs with the stop signals held; it releases them once it can drain (run_host does)."""
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)  # the worker's loop installs its own handlers
-    serve()
+    status = serve()
+    if status:
+        raise SystemExit(status)
 
 
 @contextlib.contextmanager

@@ -10,8 +10,9 @@ a GET attaches a reader.
 Flow control (R26) spans every stream: while the bytes they hold (queued for
 a reader, or in a reader's socket) are above the Writer's high-water mark,
 producers wait in ``drain()`` and further POSTs are held unanswered, as a
-WebSocket's socket stops being read. A stream past ``max_buffered_output_bytes``
-ends the connection, as a WebSocket is closed 1008.
+WebSocket's socket stops being read. A client that is not reading (output past
+``max_buffered_output_bytes`` with no progress for ``output_stall_timeout_s``,
+transports/output_cap.py) ends the connection, as a WebSocket is closed 1008.
 
 The connection ends (EOF for the Connection, R13-R15) on ``end()``: the
 client's DELETE, a drain, or no stream read for ``ping_interval_s +
@@ -33,9 +34,13 @@ from ..peer.connection import Connection
 from ..peer.reader import ReadProtocol
 from ..peer.writer import Writer
 from ..wire.limits import Limits
+from .output_cap import OutputCap
 from .routing import CONNECTION_STREAM, StreamKey, StreamRouter
 
 log = logging.getLogger(__name__)
+
+#: What an event adds to one line on a stream (``data: `` and the blank line).
+_EVENT_OVERHEAD = 16
 
 _BY_INBOX, _BY_OUTPUT = 1, 2
 _KEEP_ALIVE = b": keep-alive\n\n"
@@ -131,11 +136,19 @@ class SsePeer:
         self.loop = loop
         self.router = StreamRouter(
             max_streams=limits.max_sessions + 1,
-            max_buffered=limits.max_buffered_output_bytes,
+            max_buffered=limits.max_buffered_output_bytes + limits.max_line_bytes + _EVENT_OVERHEAD,
             max_routes=limits.max_inbox + limits.max_background + limits.max_pending_outgoing,
         )
         self.writer = Writer(loop, limits)
         self.out = RouterTransport(self)
+        self._cap = OutputCap(
+            loop,
+            cap=limits.max_buffered_output_bytes,
+            max_message=limits.max_line_bytes + _EVENT_OVERHEAD,
+            stall_s=limits.output_stall_timeout_s,
+            size=lambda: self.router.buffered,
+            on_stalled=self._stalled,
+        )
         self._high = limits.write_high_water
         self._low = limits.write_low_water
         self.writer.attach(self.out)
@@ -194,10 +207,14 @@ class SsePeer:
         over = self.router.write(data)
         if self.router.initial is not None and self._initial is not None:
             self._answer_initialize(self.router.initial)
-        if over:
+        if over or self._cap.over():
             self.overflow()
             return
         self._check_flow()
+
+    def _stalled(self) -> None:
+        if not self.router.closed:
+            self.overflow()
 
     def _answer_initialize(self, line: bytes) -> None:
         respond, self._initial = self._initial, None
@@ -223,10 +240,12 @@ class SsePeer:
             self.hold(_BY_OUTPUT, False)
 
     def overflow(self) -> None:
-        """A stream holds more than ``max_buffered_output_bytes``: end the connection now."""
+        """The client is not reading (transports/output_cap.py): end the connection now."""
+        self._cap.cancel()
         log.warning(
-            "ending connection %s: a stream holds more than %d bytes its client has not read",
-            self.connection_id,
+            "ending connection %s: its streams hold %d bytes its client is not reading (cap %d)",
+            self.connection_id[:8],
+            self.router.buffered,
             self.limits.max_buffered_output_bytes,
         )
         self.router.close()
@@ -332,6 +351,7 @@ class SsePeer:
             return
         self.ended = True
         self._cancel_idle()
+        self._cap.cancel()
         waiting, self._waiting = self._waiting, deque()
         for post in waiting:
             post.respond(404, b"Unknown Acp-Connection-Id", [])

@@ -13,8 +13,10 @@ Socket close is EOF for the Connection (R13-R15 via R27), and so is the
 client's close frame: the shutdown that follows cancels and answers what was
 running, and every answer leaves ahead of the server's close frame. Flow
 control is the socket's: the Writer's high-water mark is applied to the TCP
-transport, and output queued past ``max_buffered_output_bytes`` closes the
-socket with 1008.
+transport, and a client that stops reading is closed with 1008 by the output
+cap (transports/output_cap.py: past ``max_buffered_output_bytes`` with no
+progress for ``output_stall_timeout_s``; one message up to ``max_line_bytes``
+always passes to a reading client).
 
 picows does the framing in C and calls ``on_ws_frame`` synchronously from
 the loop's read callback, which is what the inline dispatch path wants.
@@ -39,6 +41,7 @@ from ..wire import jsonrpc
 from ..wire.errors import AcpError
 from ..wire.jsonrpc import Request
 from ..wire.limits import Limits
+from .output_cap import OutputCap
 from .ws_deflate import InflateError, InflateTooBig, PerMessageDeflate, inflate
 
 log = logging.getLogger(__name__)
@@ -73,23 +76,41 @@ def text_frame_header(size: int, first_byte: int = _FIN_TEXT) -> bytes:
     return _HEADER_64(first_byte, 127, size)
 
 
-def _reply_code(received: WSCloseCode) -> WSCloseCode:
-    """The status to answer a client's close with: its own, unless it sent none (or one never sent on the wire)."""
-    if received.value < 1000 or received in (WSCloseCode.ABNORMAL_CLOSURE,):
-        return CLOSE_NORMAL  # an empty close frame: answering "0" would be a protocol error
-    return received
+def _reply_code(frame: WSFrame) -> WSCloseCode:
+    """The status to answer a client's close with (RFC 6455 5.5.1, 7.4).
+
+    An empty close frame gets 1000. A status a client may send is echoed;
+    one that must never be on the wire (0-999, 1004-1006, 1015, 1016-2999,
+    5000 and up) or a one-byte payload makes the close a protocol error: 1002.
+    """
+    size = len(frame.get_payload_as_memoryview())
+    if size == 0:
+        return CLOSE_NORMAL
+    if size == 1:
+        return CLOSE_PROTOCOL_ERROR
+    code = int.from_bytes(frame.get_payload_as_memoryview()[:2], "big")
+    if 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999:
+        return WSCloseCode(code)
+    return CLOSE_PROTOCOL_ERROR
 
 
 class FrameWriteTransport(asyncio.WriteTransport):
     """The Writer's transport over one WebSocket: every line it writes leaves as one text frame."""
 
-    def __init__(self, ws: WSTransport, max_buffered: int, on_close_sent: Callable[[], None]) -> None:
+    def __init__(self, ws: WSTransport, limits: Limits, on_close_sent: Callable[[], None]) -> None:
         super().__init__()
         self._ws = ws
         self._on_close_sent = on_close_sent
         self._tcp = ws.underlying_transport
         self._fd = self._tcp.get_extra_info("socket").fileno()
-        self._max_buffered = max_buffered
+        self._cap = OutputCap(
+            asyncio.get_running_loop(),
+            cap=limits.max_buffered_output_bytes,
+            max_message=limits.max_line_bytes + 16,  # one message and its frame header
+            stall_s=limits.output_stall_timeout_s,
+            size=self._tcp.get_write_buffer_size,
+            on_stalled=self._stalled,
+        )
         self._closing = False
         self.lost = False
         self.writer_closed = False
@@ -105,8 +126,8 @@ class FrameWriteTransport(asyncio.WriteTransport):
         to ``writelines`` with the header as a view of that buffer, which the
         loop may keep while the socket is backed up).
         """
-        if self._closing:
-            return
+        if self._closing or self._ws.is_close_frame_sent:
+            return  # nothing follows a close frame (RFC 6455 5.5.1), whoever sent it
         tcp = self._tcp
         if not tcp.get_write_buffer_size():
             try:
@@ -117,11 +138,17 @@ class FrameWriteTransport(asyncio.WriteTransport):
                 return
             data = memoryview(data)[sent:]
         tcp.write(data)
-        if tcp.get_write_buffer_size() > self._max_buffered:
+        if self._cap.over():
             log.warning(
-                "closing a connection whose client is not reading: %d bytes queued (limit %d)",
-                tcp.get_write_buffer_size(),
-                self._max_buffered,
+                "closing a connection whose client is not reading: %d bytes queued", tcp.get_write_buffer_size()
+            )
+            self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
+
+    def _stalled(self) -> None:
+        if not self._closing:
+            log.warning(
+                "closing a connection whose client is not reading: %d bytes queued, none taken for a while",
+                self._tcp.get_write_buffer_size(),
             )
             self.close_with(CLOSE_POLICY, b"output buffer limit exceeded")
 
@@ -149,6 +176,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         if self._closing:
             return
         self._closing = True
+        self._cap.cancel()
         if not self.lost:
             self._ws.send_close(self.close_code, self.close_reason)
             self._on_close_sent()
@@ -163,6 +191,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         """The socket is gone: nothing more is sent, nothing counts as buffered."""
         self.lost = True
         self._closing = True
+        self._cap.cancel()
 
 
 class FrameWriter(Writer):
@@ -269,7 +298,6 @@ class WsPeer(WSListener):
         self._fragments: bytearray | None = None
         self._fragment_kind: WSMsgType | None = None
         self._fragments_compressed = False
-        self._frames_since_end = 0
         self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
         self._socket_paused = False
         self.ended = False
@@ -285,7 +313,7 @@ class WsPeer(WSListener):
         _forget_upgrade(transport)
         deflate = self.deflate
         writer = FrameWriter(loop, self.limits) if deflate is None else DeflateFrameWriter(loop, self.limits, deflate)
-        out = FrameWriteTransport(transport, self.limits.max_buffered_output_bytes, self._close_sent)
+        out = FrameWriteTransport(transport, self.limits, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
         # The Connection only ever pauses, resumes or closes its reader; a socket needs no framer.
@@ -311,10 +339,12 @@ class WsPeer(WSListener):
             if not frame.fin:
                 self._fragment_kind = WSMsgType.BINARY
         elif kind is WSMsgType.CLOSE:
-            self._close_received(transport, frame.get_close_code())
+            self._close_received(transport, frame)
             return
-        if frame.last_in_buffer and self._frames_since_end:
-            self._frames_since_end = 0
+        if frame.last_in_buffer:
+            # The fast path: dispatch the read's messages now. A read whose last frame picows keeps for
+            # itself (a PING, the PONG to its own ping) needs nothing here: the Connection ends every
+            # batch it was given one loop turn later (LineSink's contract, peer/reader.py).
             conn = self.conn
             if conn is not None:
                 conn.feed_end()
@@ -335,7 +365,7 @@ class WsPeer(WSListener):
             writer.resume_writing()  # nothing more can leave: producers stop waiting for the socket
         conn.feed_eof(None)
 
-    def _close_received(self, transport: WSTransport, code: WSCloseCode) -> None:
+    def _close_received(self, transport: WSTransport, frame: WSFrame) -> None:
         """The client's close is its EOF: what it sent before is answered, then our close follows.
 
         RFC 6455 lets the server send until its own close frame. Answering the
@@ -350,12 +380,10 @@ class WsPeer(WSListener):
         if out is None or conn is None or out.is_closing():
             transport.disconnect()  # this was the reply to our close: the handshake is complete
             return
-        if self._frames_since_end:
-            self._frames_since_end = 0
-            conn.feed_end()
+        conn.feed_end()  # what this read delivered is dispatched ahead of the EOF
         if not self.ended:  # else a drain already ran the EOF shutdown, and closes with its own code
             self.ended = True
-            out.close_code = _reply_code(code)
+            out.close_code = _reply_code(frame)
             conn.feed_eof(None)
 
     def _close_sent(self) -> None:
@@ -460,7 +488,6 @@ class WsPeer(WSListener):
         if self._first_method is not None and not self._admit_first(payload):
             return
         conn.feed_line(payload)
-        self._frames_since_end += 1
 
     def _admit_first(self, payload: bytes | bytearray | memoryview) -> bool:
         """Until the first message that parses: is it ``first_method``? Else close 1002."""

@@ -166,6 +166,16 @@ MAX_PARKED_SESSION_BYTES = 1 * MiB
 #: carries on. Loopback calls take well under a millisecond; 2 s rides out a
 #: Redis failover without letting a dead store stall a drain.
 SESSION_STORE_TIMEOUT_S = 2.0
+# -- WebSocket and live-connection admission ------------------------------------------------
+
+#: Seconds a connection's output may stay above ``max_buffered_output_bytes``
+#: without shrinking before its client is judged not reading and closed (1008
+#: on a WebSocket, the stream's end on Streamable HTTP). The cap is judged over
+#: time because one message up to ``max_line_bytes`` must pass to a client
+#: that reads: a 24 MiB update is 24 MiB queued for an instant. 30 s is half
+#: nginx's ``send_timeout`` (60 s between two successful writes): a public port
+#: should free the memory of a client that stopped reading sooner.
+OUTPUT_STALL_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +215,8 @@ class Limits:
     # Session store
     max_parked_session_bytes: int = MAX_PARKED_SESSION_BYTES
     session_store_timeout_s: float = SESSION_STORE_TIMEOUT_S
+    # WebSocket and live-connection admission
+    output_stall_timeout_s: float = OUTPUT_STALL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -216,6 +228,21 @@ class Limits:
                 f"write_low_water ({self.write_low_water}) must not exceed "
                 f"write_high_water ({self.write_high_water})"
             )
+        _check_admission(self)
+
+
+def _check_admission(limits: Limits) -> None:
+    """Refuse combinations of the WebSocket and admission limits that cannot work, naming the fix."""
+    if limits.max_buffered_output_bytes < limits.write_high_water:
+        raise ValueError(
+            f"max_buffered_output_bytes ({limits.max_buffered_output_bytes}) must be at least write_high_water "
+            f"({limits.write_high_water}): producers must be paused before a client is judged not reading"
+        )
+    if limits.ping_timeout_s > limits.ping_interval_s:
+        raise ValueError(
+            f"ping_timeout_s ({limits.ping_timeout_s}) must not exceed ping_interval_s ({limits.ping_interval_s}): "
+            "the WebSocket layer (picows) refuses every upgrade otherwise"
+        )
 
 
 _ZERO_OK = frozenset(
