@@ -63,6 +63,8 @@ _HELP = {
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
     "max_parked_session_bytes": "--listen: largest parked session a shared --session-store accepts, encoded",
     "session_store_timeout_s": "--listen: seconds one --session-store call may take before it counts as failed",
+    "sse_replay": "--listen: events each Streamable HTTP stream keeps for a reconnect with Last-Event-ID; 0 is off",
+    "sse_replay_bytes": "--listen: bytes one stream's replay ring may hold",
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
 }

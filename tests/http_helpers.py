@@ -88,6 +88,7 @@ class SseStream:
         self.headers: dict[str, str] = {}
         self.messages: list[Any] = []
         self.comments = 0
+        self.ids: list[int] = []  # the ``id:`` of each event that carried one (resumable streams)
         self.opened = asyncio.Event()
         self.closed = asyncio.Event()
         self._on_message = on_message
@@ -136,7 +137,9 @@ class SseStream:
         while b"\n\n" in self._buf:
             event, self._buf = self._buf.split(b"\n\n", 1)
             for line in event.split(b"\n"):
-                if line.startswith(b"data: "):
+                if line.startswith(b"id: "):
+                    self.ids.append(int(line[4:]))
+                elif line.startswith(b"data: "):
                     message = json.loads(line[6:])
                     self.messages.append(message)
                     self._on_message(message)
@@ -197,11 +200,13 @@ class HttpAcpClient:
         await self.open_stream(None)
         return dict(reply.json()["result"])
 
-    async def open_stream(self, session: str | None) -> SseStream:
+    async def open_stream(self, session: str | None, last_event_id: int | None = None) -> SseStream:
         assert self.connection_id is not None
         headers = {**self.headers, "Acp-Connection-Id": self.connection_id}
         if session is not None:
             headers["Acp-Session-Id"] = session
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
         stream = await SseStream.open(self.address, headers, self._record(session))
         assert stream.status == 200, stream.status
         self.streams[session] = stream

@@ -212,7 +212,7 @@ class AcpHost:
             channel.respond(202)
             peer.end()
             return
-        self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER))
+        self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER), headers.get("Last-Event-ID"))
 
     def _http_peer(self, connection_id: str, principal: str | None) -> SsePeer | None:
         """The connection, if it exists, has not ended and belongs to this principal (else: unknown, 404)."""
@@ -294,8 +294,16 @@ class AcpHost:
         respond = _responder(channel, "application/json")
         peer.initialize(body, message, respond)
 
-    def _open_stream(self, channel: HttpChannel, peer: SsePeer, session: str | None) -> None:
+    def _open_stream(
+        self, channel: HttpChannel, peer: SsePeer, session: str | None, last_event_id: str | None = None
+    ) -> None:
         key = CONNECTION_STREAM if session is None else session
+        resume_after: int | None = None
+        if last_event_id is not None and self.limits.sse_replay:
+            if not (last_event_id.isascii() and last_event_id.isdigit() and len(last_event_id) <= 19):
+                self._http_refuse(channel, 400, "Last-Event-ID must be an event id this stream sent")
+                return
+            resume_after = int(last_event_id)
         refused = peer.stream_refusal(key)
         if refused is not None:
             if refused == "gone":
@@ -306,7 +314,7 @@ class AcpHost:
                 self._http_refuse(channel, 400, refused)
             return
         channel.start_stream(_SSE_HEADERS, _StreamSink(peer))
-        peer.open_stream(key, channel)
+        peer.open_stream(key, channel, resume_after)
 
     @property
     def port(self) -> int:

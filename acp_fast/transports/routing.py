@@ -18,6 +18,13 @@ attached:
 Every stream's bytes (queued plus what its reader's socket still holds) are
 bounded by ``max_buffered``; ``write`` reports when one passes it. Nothing
 here touches a socket or the event loop, so the rules are tested directly.
+
+Resumable streams (opt-in, ``replay`` > 0): every event of a stream carries
+an ``id:`` (1, 2, ... per stream) and the stream keeps its last ``replay``
+events (at most ``replay_bytes`` of them) in a ring. A reader attached with
+``Last-Event-ID: N`` gets the events after N from the ring, then the live
+stream; when N is no longer in the ring (or was never sent) it first gets a
+``_acp_fast/stream_gap`` notification, so a gap is never silent.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ import orjson
 #: The key of the connection-scoped stream; session streams are keyed by session id.
 CONNECTION_STREAM: None = None
 StreamKey = str | None
+
+#: The notification a resumed reader gets first when the events after its ``Last-Event-ID`` are not all held.
+STREAM_GAP_METHOD = "_acp_fast/stream_gap"
 
 #: Methods whose answer goes to the connection stream even though they name a session:
 #: the client awaits it before it holds that session's stream (the RFD and the TypeScript SDK agree).
@@ -46,9 +56,9 @@ class Receiver(Protocol):
 
 
 class OutStream:
-    """One event stream: what waits for a reader, and the reader when one is attached."""
+    """One event stream: what waits for a reader, the reader when one is attached, and the replay ring."""
 
-    __slots__ = ("active", "key", "queue", "queued", "receiver")
+    __slots__ = ("active", "key", "queue", "queued", "receiver", "ring", "ring_bytes", "seq")
 
     def __init__(self, key: StreamKey) -> None:
         self.key = key
@@ -56,6 +66,9 @@ class OutStream:
         self.queued = 0
         self.receiver: Receiver | None = None
         self.active = False  # something was sent since the last keep-alive tick
+        self.seq = 0  # the id of the last event (resumable streams only)
+        self.ring: deque[tuple[int, bytes]] = deque()
+        self.ring_bytes = 0
 
     @property
     def buffered(self) -> int:
@@ -66,10 +79,14 @@ class OutStream:
 class StreamRouter:
     """Routes a connection's outgoing lines to its streams; bounded per stream and in stream count."""
 
-    def __init__(self, *, max_streams: int, max_buffered: int, max_routes: int) -> None:
+    def __init__(
+        self, *, max_streams: int, max_buffered: int, max_routes: int, replay: int = 0, replay_bytes: int = 0
+    ) -> None:
         self.max_streams = max_streams
         self.max_buffered = max_buffered
         self.max_routes = max_routes
+        self.replay = replay
+        self.replay_bytes = replay_bytes
         self.streams: dict[StreamKey, OutStream] = {CONNECTION_STREAM: OutStream(CONNECTION_STREAM)}
         self._answer_to: dict[Any, StreamKey] = {}  # client request id -> stream of its answer
         self._client_answers: dict[Any, str] = {}  # agent request id -> session it was sent on
@@ -131,16 +148,19 @@ class StreamRouter:
                 line = raw[start:end]
                 key = self._route(line)
                 if key is not _INITIAL:
-                    batches.setdefault(cast(StreamKey, key), []).append(b"data: " + line + b"\n\n")
+                    batches.setdefault(cast(StreamKey, key), []).append(line)
             start = end + 1
         over = False
-        for key, events in batches.items():
+        for key, lines in batches.items():
             stream = self.streams.get(key)
             if stream is None:
                 if len(self.streams) >= self.max_streams:
                     return True
                 stream = self.streams[key] = OutStream(key)
-            chunk = b"".join(events)
+            if self.replay:
+                chunk = b"".join([self._keep(stream, line) for line in lines])
+            else:
+                chunk = b"".join([b"data: " + line + b"\n\n" for line in lines])
             stream.active = True
             if stream.receiver is not None:
                 stream.receiver.send(chunk)
@@ -150,6 +170,17 @@ class StreamRouter:
             if stream.buffered > self.max_buffered:
                 over = True
         return over
+
+    def _keep(self, stream: OutStream, line: bytes) -> bytes:
+        """The event for ``line`` with the stream's next id, kept in its ring (bounded by count and bytes)."""
+        stream.seq += 1
+        event = b"id: %d\ndata: %b\n\n" % (stream.seq, line)
+        ring = stream.ring
+        ring.append((stream.seq, event))
+        stream.ring_bytes += len(event)
+        while ring and (len(ring) > self.replay or stream.ring_bytes > self.replay_bytes):
+            stream.ring_bytes -= len(ring.popleft()[1])
+        return event
 
     def _route(self, line: bytes) -> StreamKey | object:
         try:
@@ -181,8 +212,13 @@ class StreamRouter:
             return "too many streams on this connection" if len(self.streams) >= self.max_streams else None
         return "this stream already has a reader" if stream.receiver is not None else None
 
-    def attach(self, key: StreamKey, receiver: Receiver) -> str | None:
-        """Attach a reader and hand it what waited; the reason it cannot be attached, or None."""
+    def attach(self, key: StreamKey, receiver: Receiver, last_event_id: int | None = None) -> str | None:
+        """Attach a reader and hand it what waited; the reason it cannot be attached, or None.
+
+        With ``last_event_id`` on a resumable stream, what the reader gets first
+        is the ring's events after that id instead of the queue (which the ring
+        holds too), preceded by a stream-gap notification when some are gone.
+        """
         refused = self.refusal(key)
         if refused is not None:
             return refused
@@ -190,20 +226,40 @@ class StreamRouter:
         if stream is None:
             stream = self.streams[key] = OutStream(key)
         stream.receiver = receiver
-        if stream.queue:
+        if self.replay and last_event_id is not None:
+            stream.queue.clear()
+            stream.queued = 0
+            receiver.send(self._resume(stream, last_event_id))
+        elif stream.queue:
             waiting = b"".join(stream.queue)
             stream.queue.clear()
             stream.queued = 0
             receiver.send(waiting)
         return None
 
+    def _resume(self, stream: OutStream, last_event_id: int) -> bytes:
+        ring = stream.ring
+        oldest = ring[0][0] if ring else stream.seq + 1
+        if oldest <= last_event_id + 1 <= stream.seq + 1:
+            return b"".join([event for seq, event in ring if seq > last_event_id])
+        gap = {
+            "jsonrpc": "2.0",
+            "method": STREAM_GAP_METHOD,
+            "params": {
+                "lastEventId": str(last_event_id),
+                "oldestEventId": str(oldest) if ring else None,
+                "reason": "unknown" if last_event_id > stream.seq else "evicted",
+            },
+        }
+        return b"data: " + orjson.dumps(gap) + b"\n\n" + b"".join([event for _, event in ring])
+
     def detach(self, key: StreamKey, receiver: Receiver) -> None:
-        """The reader went away; a session stream with nothing waiting is forgotten."""
+        """The reader went away; a session stream with nothing waiting (and no replay ring) is forgotten."""
         stream = self.streams.get(key)
         if stream is None or stream.receiver is not receiver:
             return
         stream.receiver = None
-        if key is not CONNECTION_STREAM and not stream.queue:
+        if key is not CONNECTION_STREAM and not stream.queue and not self.replay:
             del self.streams[key]
 
     @property
@@ -230,6 +286,8 @@ class StreamRouter:
         for stream in self.streams.values():
             stream.queue.clear()
             stream.queued = 0
+            stream.ring.clear()
+            stream.ring_bytes = 0
 
 
 _INITIAL = object()

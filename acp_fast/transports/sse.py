@@ -138,6 +138,8 @@ class SsePeer:
             max_streams=limits.max_sessions + 1,
             max_buffered=limits.max_buffered_output_bytes + limits.max_line_bytes + _EVENT_OVERHEAD,
             max_routes=limits.max_inbox + limits.max_background + limits.max_pending_outgoing,
+            replay=limits.sse_replay,
+            replay_bytes=limits.sse_replay_bytes,
         )
         self.writer = Writer(loop, limits)
         self.out = RouterTransport(self)
@@ -267,9 +269,10 @@ class SsePeer:
             return "gone"
         return self.router.refusal(key)
 
-    def open_stream(self, key: StreamKey, reader: StreamReader) -> None:
-        """Attach a GET's response body (already answered 200) to a stream: what waited goes out now."""
-        refused = self.router.attach(key, reader)
+    def open_stream(self, key: StreamKey, reader: StreamReader, last_event_id: int | None = None) -> None:
+        """Attach a GET's response body (already answered 200) to a stream: what waited goes out now
+        (with ``last_event_id``, on a resumable stream: what came after that event)."""
+        refused = self.router.attach(key, reader, last_event_id)
         if refused is not None:
             reader.end_stream()
             return

@@ -166,6 +166,17 @@ MAX_PARKED_SESSION_BYTES = 1 * MiB
 #: carries on. Loopback calls take well under a millisecond; 2 s rides out a
 #: Redis failover without letting a dead store stall a drain.
 SESSION_STORE_TIMEOUT_S = 2.0
+
+#: Events each Streamable HTTP event stream keeps for a client that reconnects
+#: with ``Last-Event-ID`` (transports/routing.py). 0, the default, sends no
+#: event ids and keeps nothing: resumption is not in the protocol's HTTP
+#: transport yet (it is left to a later version), so it is opt-in.
+SSE_REPLAY = 0
+
+#: Bytes one stream's replay ring may hold, whatever ``sse_replay`` says: a
+#: connection keeps at most ``(max_sessions + 1) * sse_replay_bytes`` for
+#: replay. 256 KiB holds a few hundred ordinary updates.
+SSE_REPLAY_BYTES = 256 * KiB
 # -- WebSocket and live-connection admission ------------------------------------------------
 
 #: Seconds a connection's output may stay above ``max_buffered_output_bytes``
@@ -215,6 +226,9 @@ class Limits:
     # Session store
     max_parked_session_bytes: int = MAX_PARKED_SESSION_BYTES
     session_store_timeout_s: float = SESSION_STORE_TIMEOUT_S
+    # Streamable HTTP resumable streams
+    sse_replay: int = SSE_REPLAY
+    sse_replay_bytes: int = SSE_REPLAY_BYTES
     # WebSocket and live-connection admission
     output_stall_timeout_s: float = OUTPUT_STALL_TIMEOUT_S
 
@@ -256,5 +270,6 @@ _ZERO_OK = frozenset(
         "write_low_water",
         "drain_flush_s",
         "ws_deflate",
+        "sse_replay",
     }
 )
