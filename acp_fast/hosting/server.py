@@ -250,6 +250,12 @@ class AcpHost:
             return
         is_initialize = message.get("method") == "initialize" and "id" in message
         if connection_id is None:
+            if is_initialize and type(message["id"]) not in (str, int):
+                # Its answer is this POST's body, found by its id: an id no answer can be matched to
+                # (float, bool, null, object, array) is refused now, before an agent instance exists.
+                why = InvalidRequest("Invalid Request: initialize over HTTP needs a string or integer id")
+                self._json_error(channel, jsonrpc.encode_error(None, why))
+                return
             if is_initialize:
                 self._http_initialize(channel, body, message, principal)
             else:
