@@ -60,7 +60,6 @@ def _keep(agent: RealAgent, runtime: str, result: dict[str, Any]) -> None:
         (Path(out) / f"{agent.name}-{runtime}.json").write_text(json.dumps(result, indent=1))
 
 
-@pytest.mark.timeout(200)
 @pytest.mark.parametrize("agent", AGENTS, ids=[a.name for a in AGENTS])
 def test_real_agent_same_transcript_on_sdk_and_compat(agent: RealAgent, tmp_path: Path) -> None:
     if not agent.installed:
