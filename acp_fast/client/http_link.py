@@ -23,7 +23,7 @@ import orjson
 
 from ..wire.limits import Limits
 from .connection import ClientHandler, ClientSideConnection
-from .links import Link, LinkError, ReadControl, Tap, _os_error, message_connection
+from .links import Link, LinkError, MessageReadControl, Tap, _os_error, message_connection
 
 _CONNECTION_ID = "Acp-Connection-Id"
 _SESSION_ID = "Acp-Session-Id"
@@ -247,7 +247,7 @@ class HttpLink(Link):
 
     # -- lifetime -------------------------------------------------------------------------
     def _start(self, handler: ClientHandler, tap: Tap | None) -> ClientSideConnection:
-        control = ReadControl(lambda: None, lambda: None, lambda: self._end(None))
+        control = MessageReadControl(lambda: None, lambda: None, lambda: self._end(None))
         client, deliver = message_connection(self.limits, handler, tap, self._send, self._close_writes, control)
         self._deliver = deliver
         self._sender_task = asyncio.get_running_loop().create_task(self._sender())

@@ -16,9 +16,10 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..peer.connection import Connection
+from ..peer.flow import ReadControl
 from ..peer.reader import ReadProtocol
 from ..peer.writer import Writer
 from ..transports.stdio import connect_stdio
@@ -76,7 +77,7 @@ class TapSink:
     def feed_end(self) -> None:
         self._conn.feed_end()
 
-    def reader_attached(self, reader: ReadProtocol) -> None:
+    def reader_attached(self, reader: ReadControl) -> None:
         self._conn.reader_attached(reader)
 
 
@@ -138,9 +139,7 @@ class StdioLink(Link):
             await self.process.wait()
 
 
-async def open_stdio(
-    argv: Sequence[str], handler: ClientHandler, limits: Limits, tap: Tap | None = None
-) -> StdioLink:
+async def open_stdio(argv: Sequence[str], handler: ClientHandler, limits: Limits, tap: Tap | None = None) -> StdioLink:
     """Spawn ``argv`` and speak ACP over its stdin/stdout (stderr stays the terminal's)."""
     loop = asyncio.get_running_loop()
     to_agent_r, to_agent_w = os.pipe()
@@ -206,8 +205,8 @@ class MessageTransport(asyncio.WriteTransport):
         self.close()
 
 
-class ReadControl:
-    """What the Connection pauses, resumes and closes on a message link."""
+class MessageReadControl:
+    """What the Connection pauses, resumes and closes on a message link (a ``ReadControl``)."""
 
     def __init__(self, pause: Callable[[], None], resume: Callable[[], None], close: Callable[[], None]) -> None:
         self.pause_reading = pause
@@ -221,14 +220,14 @@ def message_connection(
     tap: Tap | None,
     send: Callable[[bytes], None],
     close: Callable[[], None],
-    control: ReadControl,
+    control: MessageReadControl,
 ) -> tuple[ClientSideConnection, Callable[[bytes], None]]:
     """A client connection over ``send``; returns it and the function each incoming message goes to."""
     loop = asyncio.get_running_loop()
     writer = TapWriter(loop, limits, tap)
     writer.attach(MessageTransport(send, close))
     conn = Connection(loop, writer, limits, name="acp.client")
-    conn.reader_attached(cast(ReadProtocol, control))
+    conn.reader_attached(control)
     client = ClientSideConnection(conn, handler)
 
     def deliver(message: bytes) -> None:
@@ -313,7 +312,7 @@ async def open_ws(
         ws.send_close()
         ws.disconnect()
 
-    control = ReadControl(raw.pause_reading, raw.resume_reading, ws.disconnect)
+    control = MessageReadControl(raw.pause_reading, raw.resume_reading, ws.disconnect)
     client, deliver = message_connection(limits, handler, tap, send, close, control)
     listener.deliver = deliver
     listener.conn = client.conn

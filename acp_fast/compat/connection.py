@@ -36,6 +36,7 @@ from acp.exceptions import RequestError
 
 from ..agent.server import AgentServer
 from ..peer.connection import Connection
+from ..peer.flow import ReadControl
 from ..peer.reader import LineSink, ReadProtocol
 from ..peer.writer import Writer
 from ..transports.stdio import connect_stdio
@@ -129,7 +130,7 @@ class _CompatSink:
     def feed_end(self) -> None:
         self._conn.feed_end()
 
-    def reader_attached(self, reader: ReadProtocol) -> None:
+    def reader_attached(self, reader: ReadControl) -> None:
         self._conn.reader_attached(reader)
 
 

@@ -66,8 +66,8 @@ from ..wire.frames import Oversized, Truncated
 from ..wire.jsonrpc import JsonId, Notification, Request, Response
 from ..wire.limits import Limits
 from . import inline
+from .flow import ReadControl
 from .pending import PendingRequest
-from .reader import ReadProtocol
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,7 @@ class Connection:
         self._inbox: deque[_Item] = deque()
         self._max_inbox = self.limits.max_inbox  # Limits is frozen; read once per line
         self._wakeup: asyncio.Future[None] | None = None
-        self._reader: ReadProtocol | None = None
+        self._reader: ReadControl | None = None
         self._incoming: dict[str | int, IncomingRequest] = {}
         self._pending: dict[int, PendingRequest] = {}
         self._next_id = 0
@@ -364,7 +364,7 @@ class Connection:
         self._shutdown_hooks.append(hook)
 
     # -- LineSink (called synchronously by ReadProtocol) ---------------------------
-    def reader_attached(self, reader: ReadProtocol) -> None:
+    def reader_attached(self, reader: ReadControl) -> None:
         self._reader = reader
 
     def feed_line(self, line: bytes | memoryview) -> None:

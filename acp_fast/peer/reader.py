@@ -21,6 +21,7 @@ from typing import Protocol, cast
 
 from ..wire.frames import Oversized, Truncated
 from ..wire.framing import LineFramer
+from .flow import ReadControl
 
 
 class LineSink(Protocol):
@@ -40,7 +41,7 @@ class LineSink(Protocol):
     def feed_truncated(self, event: Truncated) -> None: ...
     def feed_eof(self, exc: BaseException | None) -> None: ...
     def feed_end(self) -> None: ...
-    def reader_attached(self, reader: ReadProtocol) -> None: ...
+    def reader_attached(self, reader: ReadControl) -> None: ...
 
 
 class ReadProtocol(asyncio.BufferedProtocol):

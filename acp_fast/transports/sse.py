@@ -31,7 +31,7 @@ from typing import Any, Protocol, cast
 import orjson
 
 from ..peer.connection import Connection
-from ..peer.reader import ReadProtocol
+from ..peer.flow import Pause, ReadPauses
 from ..peer.writer import Writer
 from ..wire.limits import Limits
 from .output_cap import OutputCap
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 #: What an event adds to one line on a stream (``data: `` and the blank line).
 _EVENT_OVERHEAD = 16
 
-_BY_INBOX, _BY_OUTPUT = 1, 2
 _KEEP_ALIVE = b": keep-alive\n\n"
 
 
@@ -107,24 +106,6 @@ class RouterTransport(asyncio.WriteTransport):
         self._peer.abort_streams()
 
 
-class _ReadControl:
-    """What the Connection pauses, resumes and closes: the peer's intake of POSTs."""
-
-    __slots__ = ("_peer",)
-
-    def __init__(self, peer: SsePeer) -> None:
-        self._peer = peer
-
-    def pause_reading(self) -> None:
-        self._peer.hold(_BY_INBOX, True)
-
-    def resume_reading(self) -> None:
-        self._peer.hold(_BY_INBOX, False)
-
-    def close(self) -> None:
-        self._peer.end()
-
-
 class SsePeer:
     """One Streamable HTTP connection serving one Connection."""
 
@@ -155,10 +136,10 @@ class SsePeer:
         self._low = limits.write_low_water
         self.writer.attach(self.out)
         self.conn = Connection(loop, self.writer, limits, name=f"acp[{connection_id[:8]}]")
-        self.conn.reader_attached(cast(ReadProtocol, _ReadControl(self)))
+        self.pauses = ReadPauses(self._pause_edge, self.end)  # the POSTs' intake; the Connection's ReadControl
+        self.conn.reader_attached(self.pauses)
         self.binary_frames = 0
         self.ended = False
-        self._holds = 0
         self._output_paused = False
         self._waiting: deque[_Post] = deque()
         self._readers: dict[StreamReader, StreamKey] = {}
@@ -174,7 +155,7 @@ class SsePeer:
         if self.ended:
             respond(404, b"Unknown Acp-Connection-Id", [])
             return
-        if self._holds or self._waiting:
+        if self.pauses.reasons or self._waiting:
             if len(self._waiting) >= self.limits.max_inbox:
                 respond(503, b"too many requests waiting on this connection", [("Retry-After", "1")])
                 return
@@ -185,7 +166,7 @@ class SsePeer:
     @property
     def accepting(self) -> bool:
         """Whether a POST arriving now is fed at once (else it waits, and its socket should not be read)."""
-        return not (self._holds or self._waiting or self.ended)
+        return not (self.pauses.reasons or self._waiting or self.ended)
 
     def initialize(self, body: bytes, message: dict[str, Any], respond: Respond) -> None:
         """The connection's first POST: its answer is that POST's own body."""
@@ -198,10 +179,10 @@ class SsePeer:
         self.conn.feed_end()
         post.respond(202, b"", [])
 
-    def hold(self, reason: int, on: bool) -> None:
-        self._holds = self._holds | reason if on else self._holds & ~reason
+    def _pause_edge(self, paused: bool) -> None:
+        """Nothing holds the intake any more: feed the POSTs that waited, until something holds it again."""
         waiting = self._waiting
-        while waiting and not self._holds and not self.ended:
+        while waiting and not self.pauses.reasons and not self.ended:
             self._feed(waiting.popleft())
 
     # -- output: the streams ---------------------------------------------------------------------
@@ -235,11 +216,11 @@ class SsePeer:
         if not self._output_paused and buffered > self._high:
             self._output_paused = True
             self.writer.pause_writing()
-            self.hold(_BY_OUTPUT, True)
+            self.pauses.hold(Pause.OUTPUT)
         elif self._output_paused and buffered <= self._low:
             self._output_paused = False
             self.writer.resume_writing()
-            self.hold(_BY_OUTPUT, False)
+            self.pauses.release(Pause.OUTPUT)
 
     def overflow(self) -> None:
         """The client is not reading (transports/output_cap.py): end the connection now."""
@@ -253,14 +234,14 @@ class SsePeer:
         self.router.close()
         self.close_streams()
         self.out.lost = True
+        self.end()  # first: the POSTs still waiting are answered 404, not fed when output is released
         self._release_output()
-        self.end()
 
     def _release_output(self) -> None:
         if self._output_paused:
             self._output_paused = False
             self.writer.resume_writing()
-        self._holds &= ~_BY_OUTPUT
+        self.pauses.release(Pause.OUTPUT)
 
     # -- readers: GET streams ------------------------------------------------------------------------
     def stream_refusal(self, key: StreamKey) -> str | None:
@@ -369,7 +350,7 @@ class SsePeer:
     # -- introspection -----------------------------------------------------------------------------------------
     @property
     def reading_paused(self) -> bool:
-        return bool(self._holds)
+        return self.pauses.paused
 
     @property
     def buffered_output(self) -> int:

@@ -29,13 +29,12 @@ import logging
 import os
 import struct
 from collections.abc import Callable
-from typing import cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 
 from ..peer.connection import Connection
-from ..peer.reader import ReadProtocol
+from ..peer.flow import Pause, ReadPauses
 from ..peer.writer import Writer
 from ..wire import jsonrpc
 from ..wire.errors import AcpError
@@ -54,8 +53,6 @@ CLOSE_POLICY = WSCloseCode.POLICY_VIOLATION  # output cap
 CLOSE_TOO_BIG = WSCloseCode.MESSAGE_TOO_BIG
 CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
-
-_BY_INBOX, _BY_OUTPUT, _BY_DRAIN = 1, 2, 4
 
 _FIN_TEXT = 0x81
 #: What an upgrade's header maps are replaced with once the connection is up (see _forget_upgrade).
@@ -249,24 +246,6 @@ class DeflateFrameWriter(FrameWriter):
             self._loop.call_soon(self._flush)
 
 
-class _ReadControl:
-    """What the Connection pauses, resumes and closes: the socket's read side."""
-
-    __slots__ = ("_peer",)
-
-    def __init__(self, peer: WsPeer) -> None:
-        self._peer = peer
-
-    def pause_reading(self) -> None:
-        self._peer.pause_reading()
-
-    def resume_reading(self) -> None:
-        self._peer.resume_reading()
-
-    def close(self) -> None:
-        self._peer.out_close()
-
-
 class WsPeer(WSListener):
     """One WebSocket connection serving one Connection.
 
@@ -298,7 +277,7 @@ class WsPeer(WSListener):
         self._fragments: bytearray | None = None
         self._fragment_kind: WSMsgType | None = None
         self._fragments_compressed = False
-        self._pauses = 0  # why reading is held: _BY_INBOX | _BY_OUTPUT | _BY_DRAIN
+        self.pauses = ReadPauses(self._pause_edge, self.out_close)  # the Connection's ReadControl too
         self._socket_paused = False
         self.ended = False
         self._awaiting_close_reply = False
@@ -316,8 +295,7 @@ class WsPeer(WSListener):
         out = FrameWriteTransport(transport, self.limits, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
-        # The Connection only ever pauses, resumes or closes its reader; a socket needs no framer.
-        conn.reader_attached(cast(ReadProtocol, _ReadControl(self)))
+        conn.reader_attached(self.pauses)  # the Connection pauses its inbox's reason, or closes the socket
         self.writer, self.out, self.conn = writer, out, conn
         self._on_start(self)
 
@@ -416,12 +394,12 @@ class WsPeer(WSListener):
         so a client that sends without reading cannot grow its answers' buffer either."""
         if self.writer is not None:
             self.writer.pause_writing()
-        self._hold(_BY_OUTPUT, True)
+        self.pauses.hold(Pause.OUTPUT)
 
     def resume_writing(self) -> None:
         if self.writer is not None:
             self.writer.resume_writing()
-        self._hold(_BY_OUTPUT, False)
+        self.pauses.release(Pause.OUTPUT)
 
     # -- input -----------------------------------------------------------------------------------
     def _extension_frame(self, frame: WSFrame) -> None:
@@ -511,19 +489,12 @@ class WsPeer(WSListener):
     def buffered_output(self) -> int:
         return self.out.get_write_buffer_size() if self.out is not None else 0
 
-    def pause_reading(self) -> None:
-        self._hold(_BY_INBOX, True)
-
-    def resume_reading(self) -> None:
-        self._hold(_BY_INBOX, False)
-
-    def _hold(self, reason: int, on: bool) -> None:
-        self._pauses = self._pauses | reason if on else self._pauses & ~reason
+    def _pause_edge(self, paused: bool) -> None:
         self._apply_pauses()
 
     def _apply_pauses(self) -> None:
         """Read while nothing holds reading, and always while waiting for the client's close reply."""
-        want_paused = bool(self._pauses) and not self._awaiting_close_reply
+        want_paused = self.pauses.paused and not self._awaiting_close_reply
         ws = self.ws
         if ws is None or want_paused == self._socket_paused:
             return
@@ -552,7 +523,7 @@ class WsPeer(WSListener):
             return
         self.ended = True
         self.out.close_code = code
-        self._hold(_BY_DRAIN, True)  # what the client sends now stays unread, so nothing goes unanswered
+        self.pauses.hold(Pause.DRAIN)  # what the client sends now stays unread, so nothing goes unanswered
         self.conn.feed_eof(None)
 
     def abort(self) -> None:
@@ -572,4 +543,3 @@ def _forget_upgrade(transport: WSTransport) -> None:
     for message in (transport.request, transport.response):
         if message is not None and getattr(message, "headers", None) is not None:
             message.headers = _NO_HEADERS  # type: ignore[assignment]  # read-only on purpose
-
