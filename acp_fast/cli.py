@@ -172,8 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     net.add_argument(
         "--web-console",
         action="store_true",
-        help="with --listen: serve a browser console at GET / (its own loopback origin may use /acp; "
-        "off by default)",
+        help="with --listen: serve a browser console at GET / (its own loopback origin may use /acp; off by default)",
     )
     net.add_argument(
         "--auth-token-env",
@@ -250,8 +249,10 @@ def _load_agent(target: str, unstable: bool = False, strict: bool = False) -> Ag
     try:
         from .compat import wrap_sdk_agent  # an agent written on the official SDK
     except ImportError:
-        _fail(f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
-              f"{install_hint('compat')}")
+        _fail(
+            f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
+            f"{install_hint('compat')}"
+        )
     sdk_agent = obj() if isinstance(obj, type) else obj
     wrapped: Agent = wrap_sdk_agent(sdk_agent, use_unstable_protocol=unstable, strict=strict)
     return wrapped

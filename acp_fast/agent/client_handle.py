@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Unpack
 from ..peer.pending import PendingRequest
 from ..wire.errors import MethodNotFound
 from ..wire.jsonrpc import encode_notification
+from ..wire.routes import NOTIFICATION
 from .methods import CLIENT_METHODS, UPDATE_GATES
 from .sessions import ChildSession, new_session_id
 from .subagents import SubagentRun, SubagentWork
@@ -165,8 +166,7 @@ class Client:
     def _require_update(self, kind: str) -> None:
         if not self.supports_update(kind):
             raise CapabilityNotSupported(
-                f"the client did not advertise the capability {kind!r} updates need "
-                f"({'.'.join(UPDATE_GATES[kind])})"
+                f"the client did not advertise the capability {kind!r} updates need ({'.'.join(UPDATE_GATES[kind])})"
             )
 
     def request(self, method: str, params: Any = None) -> PendingRequest:
@@ -201,6 +201,8 @@ class Client:
         if field_meta is not None:
             params["_meta"] = field_meta
         writer = conn.writer
+        if writer.routed:
+            writer.route(NOTIFICATION, None, session_id)
         writer.write(encode_notification("session/update", params))
         return writer.must_wait
 
@@ -532,9 +534,7 @@ class Client:
         return result
 
     async def write_text_file(self, session_id: str, path: str, content: str) -> dict[str, Any]:
-        result = await self.request(
-            "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
-        )
+        result = await self.request("fs/write_text_file", {"sessionId": session_id, "path": path, "content": content})
         return result if isinstance(result, dict) else {}
 
     async def create_terminal(
@@ -637,4 +637,3 @@ class Client:
             raise ValueError(f"extension methods start with '_': {method!r}")
         self._conn.send_notification(method, params)
         await self._conn.drain()
-

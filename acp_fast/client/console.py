@@ -357,6 +357,9 @@ class Console:
         self.turn_running = False
         self.cancelled_at: float | None = None
         self.cancel_event = asyncio.Event()
+        #: The read of a permission answer in progress: cancelled as soon as its turn is cancelled or
+        #: ends, so that it cannot take the next line typed at the prompt.
+        self._question: asyncio.Future[str | None] | None = None
 
     # -- served to the agent ------------------------------------------------------------------
     def inside_root(self, path: Any, what: str) -> str:
@@ -398,12 +401,15 @@ class Console:
         while True:
             sys.stderr.write(f"choose 1-{len(options)}: ")
             sys.stderr.flush()
-            line_task = asyncio.ensure_future(self.lines.get())
+            line_task = self._question = asyncio.ensure_future(self.lines.get())
             cancel_task = asyncio.ensure_future(self.cancel_event.wait())
-            await asyncio.wait({line_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait({line_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._question = None
             cancel_task.cancel()
-            if not line_task.done():  # the turn was cancelled: the spec's answer for a pending question
-                line_task.cancel()
+            if not line_task.done() or line_task.cancelled():  # the turn was cancelled or ended: the spec's
+                line_task.cancel()  # answer for a pending question
                 _note("")
                 return {"outcome": {"outcome": "cancelled"}}
             line = line_task.result()
@@ -424,6 +430,7 @@ class Console:
                 return
             self.cancelled_at = time.perf_counter()
             self.cancel_event.set()
+            self._drop_question()
             self.renderer.end_line()
             _note("\n[cancelling: session/cancel sent]")
             self.session.cancel()
@@ -433,6 +440,12 @@ class Console:
             self._show_prompt()
         else:  # connecting, or between scripted turns
             _interrupt("interrupted")
+
+    def _drop_question(self) -> None:
+        """Stop reading a permission answer now: its stdin read must not outlive the question."""
+        question = self._question
+        if question is not None and not question.done():
+            question.cancel()  # synchronously: a line typed from now on goes to the prompt
 
     def _show_prompt(self) -> None:
         if self.interactive and sys.stdin.isatty():
@@ -448,6 +461,7 @@ class Console:
             result = await self.session.prompt(text, self.renderer.update)
         finally:
             self.turn_running = False
+            self._drop_question()
             self.renderer.end_line()
         reason = result.stop_reason
         note = f"[{reason}]"

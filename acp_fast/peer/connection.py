@@ -65,6 +65,7 @@ from ..wire.errors import (
 from ..wire.frames import Oversized, Truncated
 from ..wire.jsonrpc import JsonId, Notification, Request, Response
 from ..wire.limits import Limits
+from ..wire.routes import ANSWER, ERROR, NOTIFICATION, REQUEST
 from . import inline
 from .flow import ReadControl
 from .pending import PendingRequest
@@ -226,7 +227,10 @@ class IncomingRequest:
         self.answered = True
         conn = self._conn
         conn._incoming.pop(self.id, None)
-        conn.writer.write(data)
+        writer = conn.writer
+        if writer.routed:
+            writer.route(ANSWER, self.id, None)
+        writer.write(data)
 
     def respond_error(self, exc: BaseException) -> None:
         error = from_exception(exc)
@@ -236,7 +240,10 @@ class IncomingRequest:
             log.error("the error data of %s (id %r) cannot be encoded as JSON", self.method, self.id, exc_info=enc)
             data = jsonrpc.encode_error(self.id, _unencodable(self.method, "error data", enc))
         if self._settle():
-            self._conn.writer.write(data)
+            writer = self._conn.writer
+            if writer.routed:
+                writer.route(ERROR, self.id, None)
+            writer.write(data)
 
     def flush(self) -> None:
         """Send the answer now instead of at the end of the loop turn."""
@@ -282,6 +289,12 @@ _Item = Request | Notification | Response | _BadLine
 _FATAL = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
+def _session_of(params: Any) -> str | None:
+    """The session a message is about, for a transport that sorts output by session (``Writer.route``)."""
+    session = params.get("sessionId") if type(params) is dict else None
+    return session if type(session) is str else None
+
+
 def _unencodable(method: str, what: str, exc: TypeError) -> InternalError:
     """-32603 for a value orjson refused; its message names the offending type (R04, R24)."""
     err = InternalError(
@@ -290,6 +303,7 @@ def _unencodable(method: str, what: str, exc: TypeError) -> InternalError:
     )
     err.__cause__ = exc
     return err
+
 
 class Connection:
     """A JSON-RPC peer over one line transport, agent or client side alike."""
@@ -343,9 +357,7 @@ class Connection:
         """Add an ordered request handler; return False from it to pass the request on."""
         self._request_handlers.append((name or _name_of(handler), handler))
 
-    def on_receive_notification(
-        self, handler: NotificationHandler, name: str | None = None
-    ) -> None:
+    def on_receive_notification(self, handler: NotificationHandler, name: str | None = None) -> None:
         """Add an ordered notification handler; return False to pass it on."""
         self._notification_handlers.append((name or _name_of(handler), handler))
 
@@ -460,8 +472,7 @@ class Connection:
         )
         if rid is not None:
             err = InvalidRequest(
-                f"Invalid request: line of {event.size} bytes exceeds the limit of "
-                f"{self.limits.max_line_bytes} bytes"
+                f"Invalid request: line of {event.size} bytes exceeds the limit of {self.limits.max_line_bytes} bytes"
             )
             self._push(_BadLine(err, rid))
 
@@ -626,7 +637,7 @@ class Connection:
                 await self._route_response(item)  # type: ignore[arg-type]
             else:
                 bad: _BadLine = item  # type: ignore[assignment]
-                self.writer.write(jsonrpc.encode_error(bad.id, bad.error))
+                self._write_error(bad.id, jsonrpc.encode_error(bad.id, bad.error))
 
     async def _hold_for_output(self) -> None:
         """Dispatch nothing while stdout is above its high-water mark (R26).
@@ -646,7 +657,13 @@ class Connection:
     def _duplicate_id(self, rid: str | int) -> None:
         """A request reusing the id of one still in flight: answered -32600, the first one stands (R04)."""
         err = InvalidRequest(f"Invalid request: id {rid!r} is already in flight")
-        self.writer.write(jsonrpc.encode_error(rid, err))
+        self._write_error(rid, jsonrpc.encode_error(rid, err))
+
+    def _write_error(self, rid: Any, data: bytes) -> None:
+        writer = self.writer
+        if writer.routed:
+            writer.route(ERROR, rid, None)
+        writer.write(data)
 
     def _handler_failed(self, name: str, incoming: IncomingRequest, exc: BaseException) -> None:
         """A request handler raised: answered with what it raised, logged (R24)."""
@@ -742,7 +759,10 @@ class Connection:
         self._next_id += 1
         pending = PendingRequest(self, self._next_id, method)
         self._pending[pending.id] = pending
-        self.writer.write(data)
+        writer = self.writer
+        if writer.routed:
+            writer.route(REQUEST, pending.id, _session_of(params))
+        writer.write(data)
         return pending
 
     def abandoned(self, pending: PendingRequest) -> None:
@@ -753,7 +773,10 @@ class Connection:
         quietly when it comes. Off when ``cancel_abandoned_requests`` is False.
         """
         if self.cancel_abandoned_requests and self.state is State.OPEN and self.input_state is not _ENDED:
-            self.writer.write(jsonrpc.encode_notification("$/cancel_request", {"requestId": pending.id}))
+            writer = self.writer
+            if writer.routed:
+                writer.route(NOTIFICATION, None, None)
+            writer.write(jsonrpc.encode_notification("$/cancel_request", {"requestId": pending.id}))
 
     def dropping(self) -> bool:
         """Whether the running code's output is to be dropped (``drop_if``); counts the drop."""
@@ -771,7 +794,10 @@ class Connection:
         """
         if self.drop_if is not None and self.dropping():
             return
-        self.writer.write(jsonrpc.encode_notification(method, params))
+        writer = self.writer
+        if writer.routed:
+            writer.route(NOTIFICATION, None, _session_of(params))
+        writer.write(jsonrpc.encode_notification(method, params))
 
     async def drain(self) -> None:
         """Wait while output is backed up above the high-water mark (R26); else return at once."""
@@ -794,9 +820,7 @@ class Connection:
         """
         if len(self._spawned) >= self.limits.max_spawned:
             coro.close()
-            raise ServerBusy(
-                f"{len(self._spawned)} spawned tasks are running (limit {self.limits.max_spawned})"
-            )
+            raise ServerBusy(f"{len(self._spawned)} spawned tasks are running (limit {self.limits.max_spawned})")
         task = self.loop.create_task(coro, name=name or f"{self.name}.spawn")
         self._spawned[task] = on_done
         task.add_done_callback(self._spawned_done)

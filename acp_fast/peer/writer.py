@@ -17,15 +17,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from ..wire.limits import Limits
+from ..wire.routes import Route
 
 log = logging.getLogger(__name__)
 
 
 class Writer:
     """Coalescing writer over one asyncio write transport."""
+
+    #: Whether ``route`` must be called before each ``write`` (only a transport
+    #: that sorts lines by where they go needs it; the others pay one attribute read).
+    routed = False
 
     def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits) -> None:
         self._loop = loop
@@ -75,6 +82,9 @@ class Writer:
                 self.on_failure(self.failed)
 
     # -- producers --------------------------------------------------------------
+    def route(self, kind: int, rid: Any, session: str | None) -> None:
+        """The facts about the line the next ``write`` queues (used when ``routed``)."""
+
     def write(self, data: bytes) -> None:
         """Queue one encoded message; it leaves at the end of this loop turn."""
         if self.failed is not None or self._closed:
@@ -220,3 +230,32 @@ class WriteProtocol(asyncio.Protocol):
     def connection_lost(self, exc: BaseException | None) -> None:
         self._writer.connection_lost(exc)
 
+
+class RoutedWriter(Writer):
+    """A Writer whose transport gets each line's ``Route`` with it, so it need not parse the line back.
+
+    Every line accepted by ``write`` appends one entry to ``routes``, in order:
+    the route its sender gave just before, or None (the transport then reads
+    the line itself). The transport pops one entry per line it is handed.
+    """
+
+    routed = True
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits) -> None:
+        super().__init__(loop, limits)
+        self.routes: deque[Route | None] = deque()
+        self._next: Route | None = None
+
+    def route(self, kind: int, rid: Any, session: str | None) -> None:
+        self._next = (kind, rid, session)
+
+    def write(self, data: bytes) -> None:
+        route, self._next = self._next, None
+        if self.failed is not None or self._closed:
+            return
+        self.routes.append(route)
+        super().write(data)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        self.routes.clear()

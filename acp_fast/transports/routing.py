@@ -34,6 +34,8 @@ from typing import Any, Protocol, cast
 
 import orjson
 
+from ..wire.routes import ANSWER, ERROR, REQUEST, Route
+
 #: The key of the connection-scoped stream; session streams are keyed by session id.
 CONNECTION_STREAM: None = None
 StreamKey = str | None
@@ -92,6 +94,7 @@ class StreamRouter:
         self._client_answers: dict[Any, str] = {}  # agent request id -> session it was sent on
         self.initial_id: Any = None
         self.initial: bytes | None = None
+        self.initial_ok = False  # the initialize answer is a result, not an error
         self.closed = False
 
     # -- incoming -----------------------------------------------------------------------------
@@ -133,9 +136,15 @@ class StreamRouter:
         _bound(self._answer_to, self.max_routes)
 
     # -- outgoing --------------------------------------------------------------------------------
-    def write(self, data: bytes | bytearray | memoryview) -> bool:
-        """Route every line of ``data``; True if a stream is now over ``max_buffered``."""
+    def write(self, data: bytes | bytearray | memoryview, routes: deque[Route | None] | None = None) -> bool:
+        """Route every line of ``data``; True if a stream is now over ``max_buffered``.
+
+        ``routes`` holds, in order, what each line's sender said about it
+        (peer/writer.py ``RoutedWriter``); a line without one is parsed.
+        """
         if self.closed:
+            if routes:
+                routes.clear()
             return False
         raw = bytes(data)
         batches: dict[StreamKey, list[bytes]] = {}
@@ -146,7 +155,8 @@ class StreamRouter:
                 end = n
             if end > start:
                 line = raw[start:end]
-                key = self._route(line)
+                route = routes.popleft() if routes else None
+                key = self._route(line) if route is None else self._routed(line, route)
                 if key is not _INITIAL:
                     batches.setdefault(cast(StreamKey, key), []).append(line)
             start = end + 1
@@ -182,7 +192,27 @@ class StreamRouter:
             stream.ring_bytes -= len(ring.popleft()[1])
         return event
 
+    def _routed(self, line: bytes, route: Route) -> StreamKey | object:
+        """Where a line goes, from what its sender knew: the rules of ``_route`` without a parse."""
+        kind, rid, session = route
+        if kind <= ERROR:  # ANSWER or ERROR
+            key = _key(rid)
+            if key is not None and key == self.initial_id and self.initial is None:
+                self.initial = line
+                self.initial_ok = kind == ANSWER
+                return _INITIAL
+            return self._answer_to.pop(key, CONNECTION_STREAM)
+        if type(session) is not str:
+            return CONNECTION_STREAM
+        if kind == REQUEST:
+            key = _key(rid)
+            if key is not None:
+                self._client_answers[key] = session
+                _bound(self._client_answers, self.max_routes)
+        return session
+
     def _route(self, line: bytes) -> StreamKey | object:
+        """Where a line goes, read from the line itself (output written without a route)."""
         try:
             message = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -193,6 +223,7 @@ class StreamRouter:
         if "method" not in message:
             if rid is not None and rid == self.initial_id and self.initial is None:
                 self.initial = line
+                self.initial_ok = "result" in message
                 return _INITIAL
             return self._answer_to.pop(rid, CONNECTION_STREAM)
         params = message.get("params")

@@ -28,11 +28,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
-import orjson
-
 from ..peer.connection import Connection
 from ..peer.flow import Pause, ReadPauses
-from ..peer.writer import Writer
+from ..peer.writer import RoutedWriter
 from ..wire.limits import Limits
 from .output_cap import OutputCap
 from .routing import CONNECTION_STREAM, StreamKey, StreamRouter
@@ -122,7 +120,7 @@ class SsePeer:
             replay=limits.sse_replay,
             replay_bytes=limits.sse_replay_bytes,
         )
-        self.writer = Writer(loop, limits)
+        self.writer = RoutedWriter(loop, limits)  # each line comes with its route: no parse to sort it
         self.out = RouterTransport(self)
         self._cap = OutputCap(
             loop,
@@ -187,7 +185,7 @@ class SsePeer:
 
     # -- output: the streams ---------------------------------------------------------------------
     def output(self, data: bytes | bytearray | memoryview) -> None:
-        over = self.router.write(data)
+        over = self.router.write(data, self.writer.routes)
         if self.router.initial is not None and self._initial is not None:
             self._answer_initialize(self.router.initial)
         if over or self._cap.over():
@@ -202,7 +200,7 @@ class SsePeer:
     def _answer_initialize(self, line: bytes) -> None:
         respond, self._initial = self._initial, None
         assert respond is not None
-        if "result" not in orjson.loads(line):
+        if not self.router.initial_ok:
             respond(200, line, [])  # refused: no connection id, and the connection ends
             self.end()
             return

@@ -21,6 +21,7 @@ def bind(
     slow: Callable[[Any], Any],
 ) -> None: ...
 def decode(line: bytes | bytearray | memoryview | str) -> Any: ...
+
 _Step = tuple[str, str, type | None, Callable[[Any], bool], bool | None]
 
 def walk_fields(
