@@ -19,6 +19,7 @@ given by path). Missing, the tests skip saying what is missing, except under
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -251,32 +252,39 @@ def test_console_prompt_cancel_permission_and_load(
     _wait(browser, "the disconnect", _text_in("status", "disconnected"))
 
 
-def test_console_asks_for_the_token_and_uses_it_over_http(browser: WebDriver) -> None:
-    srv = ConsoleServer("--auth-token-env", "ACP_FAST_CONSOLE_TOKEN", env={"ACP_FAST_CONSOLE_TOKEN": "s3cret-token"})
+@pytest.mark.parametrize("transport", ["ws", "http"])
+def test_console_asks_for_the_token_and_uses_it(transport: str, browser: WebDriver) -> None:
+    """Auth on: the console asks for the token after a 401 and sends it, over WebSocket as the subprotocol."""
+    secret = "s3cret-token"
+    srv = ConsoleServer(
+        "--auth-token-env", "ACP_FAST_CONSOLE_TOKEN", "--log-level", "debug", env={"ACP_FAST_CONSOLE_TOKEN": secret}
+    )
     try:
         browser.get(srv.url)
         _wait(browser, "the page", ec.element_to_be_clickable((By.ID, "connect")))
-        # WebSocket: the upgrade is refused 401, and a browser cannot send the token there yet.
+        Select(browser.find_element(By.ID, "transport")).select_by_value(transport)
         browser.find_element(By.ID, "connect").click()
         _wait(browser, "the token box", ec.visibility_of_element_located((By.ID, "token")))
-        assert "cannot send over WebSocket yet" in browser.find_element(By.ID, "status").text
-        # Streamable HTTP: the token goes in Authorization on every request; a wrong one is refused.
-        Select(browser.find_element(By.ID, "transport")).select_by_value("http")
+        assert "the server asks for a token (401)" in browser.find_element(By.ID, "status").text
+        # A wrong token is refused; the right one connects.
         browser.find_element(By.ID, "token").send_keys("wrong-token\n")
         _wait(browser, "the refusal", _text_in("status", "refused this token (401)"))
-        browser.find_element(By.ID, "token").send_keys("s3cret-token\n")
+        browser.find_element(By.ID, "token").send_keys(secret + "\n")
         _wait(browser, "a session", _text_in("stream", "new session "))
+        label = {"ws": "WebSocket", "http": "Streamable HTTP"}[transport]
+        assert f"connected · {label}" in browser.find_element(By.ID, "status").text
         assert not browser.find_element(By.ID, "token-form").is_displayed()
         _prompt(browser, "tool")
         _wait(browser, "the permission prompt", ec.element_to_be_clickable(
             (By.CSS_SELECTOR, "#permissions button[data-option-id='reject']"))).click()
         _wait(browser, "the refusal", _text_in("stream", "permission refused"))
         assert browser.execute_script("return window.localStorage.length + window.sessionStorage.length") == 0
-        assert "s3cret-token" not in browser.execute_script("return document.cookie")
+        assert secret not in browser.execute_script("return document.cookie")
         # The refusals (401 on the upgrade, the probe and the wrong token) are the only errors the browser logs.
         errors = _browser_errors(browser)
-        refusals = ("status of 401 (Unauthorized)", "failed: HTTP Authentication failed")
+        refusals = ("status of 401 (Unauthorized)", "failed: HTTP Authentication failed", "response code: 401")
         assert errors and all(any(r in m for r in refusals) for m in errors), errors
     finally:
         assert srv.stop() == 0, srv.lines
-    assert not any("s3cret-token" in line for line in srv.lines)
+    encoded = base64.urlsafe_b64encode(secret.encode()).rstrip(b"=").decode()
+    assert not any(secret in line or encoded in line for line in srv.lines)
