@@ -11,6 +11,12 @@ after a turn is saved under the test's ``tmp_path`` and its path printed;
 a cancel, a permission, a plan) over WebSocket to ``docs/web-console.png``. The browser's log must hold no error (a CSP
 violation is one).
 
+With auth on, the console asks for the token after a 401 and sends it (over
+WebSocket as the subprotocol ``acp.bearer.<base64url>``); and a page of a
+second loopback origin, allowed by ``--allow-origin``, runs a Streamable
+HTTP session (CORS) and a WebSocket session with the token by script, while
+the same page under another name is refused both ways.
+
 Debian's ``chromium`` and ``chromium-driver`` with ``selenium`` from PyPI;
 Selenium Manager is never asked for anything (the driver and the browser are
 given by path). Missing, the tests skip saying what is missing, except under

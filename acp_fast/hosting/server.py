@@ -8,7 +8,8 @@ probes, everything else). ``GET /acp`` with
 (from the factory), Connection, control lane, 32-slot pool and session table,
 exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
 (a label for logs and affinity, never a credential). Before the upgrade the
-request passes, in order: the Origin allow-list (403), the auth hook (401),
+request passes, in order: the Origin allow-list (403, hosting/cors.py), a
+token offered as a subprotocol (400 if unreadable, hosting/subprotocol.py), the auth hook (401),
 the drain state and the connection limit (503), so a refused client costs
 one HTTP exchange and no ACP state.
 
