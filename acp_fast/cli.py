@@ -61,6 +61,7 @@ _HELP = {
     "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
     "max_request_head_bytes": "--listen: longest HTTP request head; longer ones get 431",
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
+    "cors_max_age_s": "--listen: seconds a browser may cache a CORS preflight answer (--allow-origin); 0: never",
     "max_parked_session_bytes": "--listen: largest parked session a shared --session-store accepts, encoded",
     "session_store_timeout_s": "--listen: seconds one --session-store call may take before it counts as failed",
     "sse_replay": "--listen: events each Streamable HTTP stream keeps for a reconnect with Last-Event-ID; 0 is off",
@@ -167,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="accept upgrades carrying this Origin header (repeatable); browser origins are refused by default",
+        help="let pages of this origin (SCHEME://HOST[:PORT]) use /acp: upgrades and Streamable HTTP with CORS "
+        "(repeatable; '*' for every origin, only without --auth-token-env); other browser origins get 403",
     )
     net.add_argument(
         "--web-console",
@@ -288,6 +290,12 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         if not token:
             raise SystemExit(f"acp-fast: --auth-token-env {args.auth_token_env}: the variable is empty or unset")
         authorize = bearer_token(token)
+    from .hosting.cors import check_origins
+
+    try:
+        check_origins(args.allow_origin, auth=authorize is not None)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --allow-origin: {exc}") from None
     try:
         address = ListenAddress.parse(args.listen)
     except ValueError as exc:

@@ -80,7 +80,7 @@ def test_the_console_page_its_assets_and_their_headers(run: Any) -> None:
             again = await request(host.port, "GET", {"If-None-Match": reply.headers["etag"]}, path=asset)
             assert (again.status, again.body) == (304, b"")
         js = (await request(host.port, "GET", path="/console.js")).body.decode()
-        assert "new WebSocket(" in js and "TODO(WebSocket token" in js
+        assert "new WebSocket(url, protocols)" in js and "acp.bearer." in js and "TODO" not in js
         for method in ("POST", "HEAD", "DELETE"):
             reply = await request(host.port, method, path="/")
             assert (reply.status, reply.headers["allow"]) == (405, "GET"), reply

@@ -11,6 +11,12 @@ after a turn is saved under the test's ``tmp_path`` and its path printed;
 a cancel, a permission, a plan) over WebSocket to ``docs/web-console.png``. The browser's log must hold no error (a CSP
 violation is one).
 
+With auth on, the console asks for the token after a 401 and sends it (over
+WebSocket as the subprotocol ``acp.bearer.<base64url>``); and a page of a
+second loopback origin, allowed by ``--allow-origin``, runs a Streamable
+HTTP session (CORS) and a WebSocket session with the token by script, while
+the same page under another name is refused both ways.
+
 Debian's ``chromium`` and ``chromium-driver`` with ``selenium`` from PyPI;
 Selenium Manager is never asked for anything (the driver and the browser are
 given by path). Missing, the tests skip saying what is missing, except under
@@ -19,6 +25,8 @@ given by path). Missing, the tests skip saying what is missing, except under
 
 from __future__ import annotations
 
+import base64
+import http.server
 import os
 import re
 import shutil
@@ -251,32 +259,157 @@ def test_console_prompt_cancel_permission_and_load(
     _wait(browser, "the disconnect", _text_in("status", "disconnected"))
 
 
-def test_console_asks_for_the_token_and_uses_it_over_http(browser: WebDriver) -> None:
-    srv = ConsoleServer("--auth-token-env", "ACP_FAST_CONSOLE_TOKEN", env={"ACP_FAST_CONSOLE_TOKEN": "s3cret-token"})
+@pytest.mark.parametrize("transport", ["ws", "http"])
+def test_console_asks_for_the_token_and_uses_it(transport: str, browser: WebDriver) -> None:
+    """Auth on: the console asks for the token after a 401 and sends it, over WebSocket as the subprotocol."""
+    secret = "s3cret-token"
+    srv = ConsoleServer(
+        "--auth-token-env", "ACP_FAST_CONSOLE_TOKEN", "--log-level", "debug", env={"ACP_FAST_CONSOLE_TOKEN": secret}
+    )
     try:
         browser.get(srv.url)
         _wait(browser, "the page", ec.element_to_be_clickable((By.ID, "connect")))
-        # WebSocket: the upgrade is refused 401, and a browser cannot send the token there yet.
+        Select(browser.find_element(By.ID, "transport")).select_by_value(transport)
         browser.find_element(By.ID, "connect").click()
         _wait(browser, "the token box", ec.visibility_of_element_located((By.ID, "token")))
-        assert "cannot send over WebSocket yet" in browser.find_element(By.ID, "status").text
-        # Streamable HTTP: the token goes in Authorization on every request; a wrong one is refused.
-        Select(browser.find_element(By.ID, "transport")).select_by_value("http")
+        assert "the server asks for a token (401)" in browser.find_element(By.ID, "status").text
+        # A wrong token is refused; the right one connects.
         browser.find_element(By.ID, "token").send_keys("wrong-token\n")
         _wait(browser, "the refusal", _text_in("status", "refused this token (401)"))
-        browser.find_element(By.ID, "token").send_keys("s3cret-token\n")
+        browser.find_element(By.ID, "token").send_keys(secret + "\n")
         _wait(browser, "a session", _text_in("stream", "new session "))
+        label = {"ws": "WebSocket", "http": "Streamable HTTP"}[transport]
+        assert f"connected · {label}" in browser.find_element(By.ID, "status").text
         assert not browser.find_element(By.ID, "token-form").is_displayed()
         _prompt(browser, "tool")
         _wait(browser, "the permission prompt", ec.element_to_be_clickable(
             (By.CSS_SELECTOR, "#permissions button[data-option-id='reject']"))).click()
         _wait(browser, "the refusal", _text_in("stream", "permission refused"))
         assert browser.execute_script("return window.localStorage.length + window.sessionStorage.length") == 0
-        assert "s3cret-token" not in browser.execute_script("return document.cookie")
+        assert secret not in browser.execute_script("return document.cookie")
         # The refusals (401 on the upgrade, the probe and the wrong token) are the only errors the browser logs.
         errors = _browser_errors(browser)
-        refusals = ("status of 401 (Unauthorized)", "failed: HTTP Authentication failed")
+        refusals = ("status of 401 (Unauthorized)", "failed: HTTP Authentication failed", "response code: 401")
         assert errors and all(any(r in m for r in refusals) for m in errors), errors
     finally:
         assert srv.stop() == 0, srv.lines
-    assert not any("s3cret-token" in line for line in srv.lines)
+    encoded = base64.urlsafe_b64encode(secret.encode()).rstrip(b"=").decode()
+    assert not any(secret in line or encoded in line for line in srv.lines)
+
+
+# -- a page of another origin: CORS for Streamable HTTP, the subprotocol token for WebSocket -------------------------
+_APP_PAGE = b"<!doctype html><meta charset=utf-8><title>an app on another origin</title><p>app</p>"
+
+_HTTP_SESSION_JS = """
+const [base, token, done] = arguments;
+(async () => {
+  const out = {};
+  const auth = {"Authorization": "Bearer " + token};
+  const json = {...auth, "Content-Type": "application/json"};
+  const init = await fetch(base + "/acp", {method: "POST", headers: json, body: JSON.stringify(
+    {jsonrpc: "2.0", id: 0, method: "initialize", params: {protocolVersion: 1, clientCapabilities: {}}})});
+  out.initStatus = init.status;
+  out.connectionId = init.headers.get("Acp-Connection-Id");  // readable only if exposed
+  out.agent = (await init.json()).result.agentInfo.name;
+  const id = {"Acp-Connection-Id": out.connectionId};
+  const stream = await fetch(base + "/acp", {headers: {...auth, ...id, "Accept": "text/event-stream"}});
+  out.streamStatus = stream.status;
+  const reader = stream.body.getReader();
+  const post = await fetch(base + "/acp", {method: "POST", headers: {...json, ...id}, body: JSON.stringify(
+    {jsonrpc: "2.0", id: 1, method: "session/new", params: {cwd: "/tmp", mcpServers: []}})});
+  out.postStatus = post.status;
+  const decoder = new TextDecoder();
+  let text = "";
+  for (let i = 0; i < 1000 && !out.sessionId; i++) {
+    const {value, done: ended} = await reader.read();
+    if (ended) break;
+    text += decoder.decode(value, {stream: true});
+    for (const line of text.split("\\n")) {
+      if (!line.startsWith("data: ")) continue;
+      const message = JSON.parse(line.slice(6));
+      if (message.id === 1 && message.result) out.sessionId = message.result.sessionId;
+    }
+  }
+  await reader.cancel();
+  out.deleteStatus = (await fetch(base + "/acp", {method: "DELETE", headers: {...auth, ...id}})).status;
+  done(out);
+})().catch((err) => done({error: String(err)}));
+"""
+
+_WS_SESSION_JS = """
+const [base, token, done] = arguments;
+const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(token)))
+  .replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+const ws = new WebSocket(base.replace(/^http/, "ws") + "/acp", ["acp", "acp.bearer." + b64]);
+let opened = false;
+ws.onopen = () => {
+  opened = true;
+  ws.send(JSON.stringify({jsonrpc: "2.0", id: 0, method: "initialize",
+                          params: {protocolVersion: 1, clientCapabilities: {}}}));
+};
+ws.onmessage = (event) => {
+  const message = JSON.parse(event.data);
+  ws.close();
+  done({protocol: ws.protocol, agent: message.result.agentInfo.name});
+};
+ws.onclose = () => { if (!opened) done({error: "refused"}); };
+"""
+
+
+class _AppOrigin:
+    """A second origin on loopback serving one blank page, from which scripts reach the ACP host."""
+
+    def __init__(self) -> None:
+        page = _APP_PAGE
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(WAIT_S)
+
+
+def test_a_page_of_another_origin_uses_http_with_cors_and_websocket_with_the_token(browser: WebDriver) -> None:
+    secret = "s3cret/+token"  # base64 would put '/' and '+' in it: base64url must be what goes out
+    app = _AppOrigin()
+    srv = ConsoleServer(
+        "--allow-origin",
+        f"http://127.0.0.1:{app.port}",
+        "--auth-token-env",
+        "ACP_FAST_APP_TOKEN",
+        env={"ACP_FAST_APP_TOKEN": secret},
+    )
+    browser.set_script_timeout(WAIT_S)
+    base = f"http://127.0.0.1:{srv.port}"
+    try:
+        browser.get(f"http://127.0.0.1:{app.port}/")
+        http_run = browser.execute_async_script(_HTTP_SESSION_JS, base, secret)
+        assert "error" not in http_run, http_run  # "Failed to fetch" without CORS
+        assert http_run["initStatus"] == 200 and http_run["connectionId"], http_run
+        assert http_run["agent"] == "acp-fast-demo" and http_run["streamStatus"] == 200
+        assert http_run["postStatus"] == 202 and http_run["sessionId"] and http_run["deleteStatus"] == 202
+        ws_run = browser.execute_async_script(_WS_SESSION_JS, base, secret)
+        assert ws_run == {"protocol": "acp", "agent": "acp-fast-demo"}, ws_run
+        # The same page under another name is another origin, not allowed: both ways are refused.
+        browser.get(f"http://localhost:{app.port}/")
+        refused = browser.execute_async_script(_HTTP_SESSION_JS, base, secret)
+        assert refused == {"error": "TypeError: Failed to fetch"}, refused
+        assert browser.execute_async_script(_WS_SESSION_JS, base, secret) == {"error": "refused"}
+    finally:
+        app.close()
+        assert srv.stop() == 0, srv.lines

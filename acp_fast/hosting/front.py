@@ -34,7 +34,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_WS_LOGGER = logging.getLogger("acp_fast.hosting.ws")
+
+class _NoWireDumps(logging.LoggerAdapter[logging.Logger]):
+    """picows' logger, without its wire dumps (level 9, below DEBUG): they print request heads whole,
+    ``Authorization`` and the ``acp.bearer`` subprotocol (hosting/subprotocol.py) with them."""
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level >= logging.DEBUG and self.logger.isEnabledFor(level)
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if level >= logging.DEBUG:
+            super().log(level, msg, *args, **kwargs)
+
+
+_WS_LOGGER = _NoWireDumps(logging.getLogger("acp_fast.hosting.ws"), {})
 _HEAD_END = b"\r\n\r\n"
 
 

@@ -64,6 +64,8 @@ class HttpChannel(asyncio.Protocol):
         self.sink: StreamSink | None = None
         self.lost = False
         self._read_paused = False
+        #: Headers every answer to the request being handled carries (CORS, hosting/cors.py); reset per request.
+        self.response_headers: list[tuple[str, str]] = []
 
     def start(self, already_read: bytes) -> None:
         """Take the socket over from the front, with the bytes it already read."""
@@ -164,7 +166,7 @@ class HttpChannel(asyncio.Protocol):
         if self.lost or not self._busy:
             return
         head = [(b"Content-Type", content_type.encode())] if body or content_type != "text/plain" else []
-        head += [(k.encode(), v.encode()) for k, v in headers]
+        head += [(k.encode(), v.encode()) for k, v in (*self.response_headers, *headers)]
         if close:
             head.append((b"Connection", b"close"))
         try:
@@ -176,7 +178,8 @@ class HttpChannel(asyncio.Protocol):
 
     def _send_all(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
         conn = self._h11
-        headers = [*headers, (b"Content-Length", str(len(body)).encode())]
+        if status != 204:  # a 204 has no body and must not say how long it is (RFC 9110 §8.6)
+            headers = [*headers, (b"Content-Length", str(len(body)).encode())]
         out = conn.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
         if body:
             out = (out or b"") + (conn.send(h11.Data(data=body)) or b"")
@@ -186,6 +189,7 @@ class HttpChannel(asyncio.Protocol):
     def _next_cycle(self) -> None:
         conn = self._h11
         self._busy = False
+        self.response_headers = []
         if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
             self.transport.close()
             return
@@ -213,7 +217,7 @@ class HttpChannel(asyncio.Protocol):
         The socket reports ``resume_writing`` whenever its buffer empties (limits 0/0), so the
         connection re-checks its flow control each time one of its streams drained.
         """
-        head = [(k.encode(), v.encode()) for k, v in headers]
+        head = [(k.encode(), v.encode()) for k, v in (*self.response_headers, *headers)]
         self.sink = sink
         self._streaming = True
         self.transport.set_write_buffer_limits(high=0, low=0)

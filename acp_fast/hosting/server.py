@@ -8,7 +8,8 @@ probes, everything else). ``GET /acp`` with
 (from the factory), Connection, control lane, 32-slot pool and session table,
 exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
 (a label for logs and affinity, never a credential). Before the upgrade the
-request passes, in order: the Origin allow-list (403), the auth hook (401),
+request passes, in order: the Origin allow-list (403, hosting/cors.py), a
+token offered as a subprotocol (400 if unreadable, hosting/subprotocol.py), the auth hook (401),
 the drain state and the connection limit (503), so a refused client costs
 one HTTP exchange and no ACP state.
 
@@ -49,6 +50,7 @@ from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
 from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
+from . import cors, subprotocol
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
@@ -112,7 +114,7 @@ class AcpHost:
         self.limits = limits or Limits()
         self.path = path.encode()
         self.authorize = authorize
-        self.allowed_origins = frozenset(allowed_origins)
+        self.allowed_origins = cors.check_origins(allowed_origins, auth=authorize is not None)  # hosting/cors.py
         self.budget = ProcessBudget(self.limits)
         if isinstance(session_store, str):
             session_store = open_store(session_store, self.limits.session_store_timeout_s)
@@ -180,10 +182,13 @@ class AcpHost:
     def _acp_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
         """One request of the Streamable HTTP profile; the same Origin and auth rules as an upgrade, every time."""
         headers = headers_map(request)
-        origin = headers.get("Origin")
-        if origin is not None and origin not in self.allowed_origins:
+        if cors.is_preflight(request.method, headers):  # before auth: a preflight carries no credentials
+            self._preflight(channel, headers)
+            return
+        if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
             self._http_refuse(channel, 403, "origin not allowed")
             return
+        channel.response_headers = cors.response_headers(self.allowed_origins, headers)
         principal: str | None = None
         if self.authorize is not None:
             principal = self._principal(headers)
@@ -220,6 +225,13 @@ class AcpHost:
         if peer is None or peer.ended or peer.principal != principal:
             return None
         return peer
+
+    def _preflight(self, channel: HttpChannel, headers: Mapping[str, str]) -> None:
+        status, extra = cors.preflight(self.allowed_origins, headers, self.limits.cors_max_age_s)
+        if status == 204:
+            channel.respond(204, b"", extra)
+        else:
+            self._http_refuse(channel, status, "origin not allowed")
 
     def _http_refuse(
         self, channel: HttpChannel, status: int, text: str, headers: list[tuple[str, str]] | None = None
@@ -344,12 +356,16 @@ class AcpHost:
         if path != self.path:
             return None  # 404
         headers = request.headers
-        origin = headers.get("Origin")
-        if origin is not None and origin not in self.allowed_origins:
+        if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
             return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n")
+        try:  # a token may come as the subprotocol acp.bearer.<base64url> (hosting/subprotocol.py)
+            offer = subprotocol.read_offer(headers.getall(subprotocol.PROTOCOL_HEADER, []))
+            auth_headers = subprotocol.hook_headers(headers, offer)
+        except subprotocol.OfferError as exc:
+            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
         principal: str | None = None
         if self.authorize is not None:
-            principal = self._principal(headers)
+            principal = self._principal(auth_headers)
             if principal is None:
                 return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"})
         if "websocket" not in headers.get("Upgrade", "").lower():
@@ -364,6 +380,8 @@ class AcpHost:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
         connection_id = uuid.uuid4().hex
         extra = {CONNECTION_ID_HEADER: connection_id}
+        if offer.acp:
+            extra[subprotocol.PROTOCOL_HEADER] = subprotocol.SUBPROTOCOL  # never the bearer entry
         deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
         if deflate is not None:
             extra[EXTENSIONS_HEADER] = deflate.response

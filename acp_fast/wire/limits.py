@@ -153,6 +153,13 @@ MAX_REQUEST_HEAD_BYTES = 16 * KiB
 #: still open are dropped and the process exits.
 DRAIN_FLUSH_S = 2.0
 
+#: Seconds a browser may cache the answer to a CORS preflight on ``/acp``
+#: (``Access-Control-Max-Age``; hosting/cors.py), so a page's requests do not
+#: each cost an ``OPTIONS`` round trip. 600 s is what Chromium capped it at
+#: before v76 (it now caps at 7200, Firefox at 86400): a changed
+#: ``--allow-origin`` reaches open pages within ten minutes. 0: never cached.
+CORS_MAX_AGE_S = 600
+
 # Session store (hosting/store.py): how big and how slow parking may be.
 
 #: Largest parked session a shared store (SQLite, Redis) accepts, encoded: the
@@ -223,6 +230,7 @@ class Limits:
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
     max_request_head_bytes: int = MAX_REQUEST_HEAD_BYTES
     drain_flush_s: float = DRAIN_FLUSH_S
+    cors_max_age_s: int = CORS_MAX_AGE_S
     # Session store
     max_parked_session_bytes: int = MAX_PARKED_SESSION_BYTES
     session_store_timeout_s: float = SESSION_STORE_TIMEOUT_S
@@ -270,5 +278,6 @@ _ZERO_OK = frozenset(
         "drain_flush_s",
         "ws_deflate",
         "sse_replay",
+        "cors_max_age_s",
     }
 )

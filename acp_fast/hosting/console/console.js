@@ -3,12 +3,16 @@
 // It talks to the host that served it, at /acp, over WebSocket or Streamable HTTP, like any
 // other client: the same Origin rule, auth hook and limits apply. What the agent sends is shown
 // with textContent only (never parsed as HTML). A token, when the server asks for one, lives in
-// this tab's memory and nowhere else.
+// this tab's memory and nowhere else; it goes in Authorization over Streamable HTTP and, since a
+// browser cannot set that header on a WebSocket, as the subprotocol acp.bearer.<base64url(token)>
+// beside acp (the server selects acp and never echoes the other).
 "use strict";
 
 (() => {
   const PROTOCOL_VERSION = 1;
   const ENDPOINT = "/acp";
+  const SUBPROTOCOL = "acp";
+  const BEARER_PREFIX = "acp.bearer.";
   const $ = (id) => document.getElementById(id);
   const ui = {
     transport: $("transport"),
@@ -94,6 +98,13 @@
   }
 
   // -- transports: post(message, sessionId) and incoming text to handlers.message ---------------------
+  // Unpadded base64url (RFC 4648 §5) of the token's UTF-8 bytes: what a subprotocol name may hold.
+  function base64url(text) {
+    let binary = "";
+    for (const byte of new TextEncoder().encode(text)) binary += String.fromCharCode(byte);
+    return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
   class HttpError extends Error {
     constructor(status, text) {
       super(`HTTP ${status}${text ? `: ${short(text, 160)}` : ""}`);
@@ -102,22 +113,19 @@
   }
 
   class WsTransport {
-    constructor(handlers) {
+    constructor(handlers, token) {
       this.handlers = handlers;
       this.label = "WebSocket";
       this.ws = null;
+      this.token = token;
     }
 
     open() {
       const scheme = location.protocol === "https:" ? "wss:" : "ws:";
       const url = `${scheme}//${location.host}${ENDPOINT}`;
-      // TODO(WebSocket token, issue 29 item 2): a browser cannot set Authorization on a WebSocket.
-      // When the host accepts the token as a subprotocol, send it here:
-      //   new WebSocket(url, ["acp", `acp.bearer.${base64url(token)}`])
-      // (the server selects "acp" and never echoes the secret one). Until then connect() stops
-      // before this point when the server wants a token, and says to use Streamable HTTP.
+      const protocols = this.token ? [SUBPROTOCOL, BEARER_PREFIX + base64url(this.token)] : [SUBPROTOCOL];
       return new Promise((resolve, reject) => {
-        const ws = new WebSocket(url);
+        const ws = new WebSocket(url, protocols);
         let opened = false;
         ws.onopen = () => {
           opened = true;
@@ -285,7 +293,7 @@
         closed: (why) => this.closed(why),
         note: (text) => line("info", text),
       };
-      this.transport = kind === "http" ? new HttpTransport(handlers, token) : new WsTransport(handlers);
+      this.transport = kind === "http" ? new HttpTransport(handlers, token) : new WsTransport(handlers, token);
       this.nextId = 1;
       this.pending = new Map();
       this.capabilities = {};
@@ -645,27 +653,16 @@
     return response.status === 401;
   }
 
-  function askForToken(kind) {
+  function askForToken() {
     ui.tokenForm.hidden = false;
     ui.token.focus();
-    if (kind === "ws") {
-      // TODO(WebSocket token, issue 29 item 2): see WsTransport.open.
-      setStatus("the server asks for a token (401), which a browser cannot send over WebSocket yet: " +
-        "choose Streamable HTTP and enter it", true);
-    } else {
-      setStatus(token ? "the server refused this token (401)" : "the server asks for a token (401)", true);
-    }
+    setStatus(token ? "the server refused this token (401)" : "the server asks for a token (401)", true);
     token = null;
   }
 
   async function connect() {
     if (client !== null) return;
     const kind = ui.transport.value;
-    if (kind === "ws" && token) {
-      // TODO(WebSocket token, issue 29 item 2): see WsTransport.open.
-      setStatus("a browser cannot send the token over WebSocket yet: choose Streamable HTTP", true);
-      return;
-    }
     ui.connect.disabled = true;
     setStatus("connecting…");
     const c = new Client(kind);
@@ -699,7 +696,7 @@
       if (client === c) c.close();
       client = null;
       setConnected(false);
-      if (err instanceof TokenNeeded) askForToken(kind);
+      if (err instanceof TokenNeeded) askForToken();
       else setStatus(`could not connect: ${err.message}`, true);
     }
   }
