@@ -624,6 +624,12 @@ def run_host(
         )
         loop = runner.get_loop()
         leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
+        if leftovers:  # tasks the drain never cancelled (a closed socket's ping loop): as Runner.close would
+            for task in leftovers:
+                task.cancel()
+            join_s = (limits or Limits()).abort_join_s
+            loop.run_until_complete(asyncio.wait(leftovers, timeout=join_s))
+            leftovers = {t for t in leftovers if not t.done()}
     except BaseException:
         runner.close()
         raise

@@ -132,6 +132,6 @@ def test_interop_python_sdk_ws_clients_walk_concurrently_then_drain() -> None:
                 assert ws.close_code == 1001
 
         asyncio.run(asyncio.wait_for(main(), 120))  # timeout: a hang guard only
-        assert proc.wait(timeout=60) == 0
+        assert proc.wait(timeout=60) == 0, b"".join(_stderr).decode()
     finally:
         stop_server(proc)
