@@ -65,6 +65,7 @@ _HELP = {
     "session_store_timeout_s": "--listen: seconds one --session-store call may take before it counts as failed",
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
+    "max_metrics_connections": "--metrics-listen: scrapes served at once; more are closed unanswered",
 }
 
 
@@ -172,6 +173,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --listen: serve a browser console at GET / (its own loopback origin may use /acp; "
         "off by default)",
+    )
+    net.add_argument(
+        "--metrics",
+        action="store_true",
+        help="with --listen: serve Prometheus metrics at GET /metrics on the same port (the auth hook applies; "
+        "needs the metrics extra)",
+    )
+    net.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at GET /metrics on a port of their own (also for stdio agents; no auth: "
+        "bind it to loopback or a private network; needs the metrics extra)",
     )
     net.add_argument(
         "--auth-token-env",
@@ -310,6 +323,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             web_console=args.web_console,
             session_store=store,
             freeze_gc=args.gc_freeze,
+            metrics=args.metrics,
+            metrics_listen=args.metrics_listen,
         )
 
     if args.workers <= 1:
@@ -319,6 +334,9 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         return
     if not address.port:
         raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
+    if args.metrics_listen:
+        raise SystemExit("acp-fast: --metrics-listen with --workers is not supported yet (one port per process); "
+                         "use --metrics, which each worker answers for itself")
     from .hosting.workers import run_workers, shared_session_store
 
     bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
@@ -363,6 +381,12 @@ def _main(argv: Sequence[str] | None) -> None:
         if problem:
             sys.stderr.write(f"acp-fast: --validate: {problem}\n")
             raise SystemExit(2)
+    if args.metrics and not args.listen:
+        raise SystemExit("acp-fast: --metrics needs --listen (over stdio use --metrics-listen HOST:PORT)")
+    if args.metrics or args.metrics_listen:
+        from .extras import require
+
+        require("metrics", "--metrics / --metrics-listen")
     if args.web_console and not args.listen:
         raise SystemExit("acp-fast: --web-console needs --listen (the console is served beside /acp)")
     if args.listen:

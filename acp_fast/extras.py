@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "validate": ("jsonschema", "acp"),
     "plot": ("matplotlib",),
     "store": ("redis",),
+    "metrics": ("prometheus_client",),
 }
 
 

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h11
 import orjson
@@ -41,6 +41,7 @@ from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeRes
 
 from ..agent.base import Agent
 from ..agent.serve import _abandon
+from ..extras import require
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
@@ -55,6 +56,9 @@ from .front import Front
 from .http import HttpChannel, StreamSink, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
+
+if TYPE_CHECKING:
+    from ..observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,8 @@ class AcpHost:
         allowed_origins: Collection[str] = (),
         web_console: bool = False,
         session_store: str | SessionStore | None = None,
+        metrics: bool = False,
+        metrics_listen: str | None = None,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -126,6 +132,11 @@ class AcpHost:
         self.refused: dict[int, int] = {}
         self.accepted = 0
         self.web_console = WebConsole() if web_console else None  # GET / (hosting/web_console.py)
+        # GET /metrics (metrics) and/or a listener of its own (metrics_listen): observability/metrics.py.
+        self.metrics_listen = ListenAddress.parse(metrics_listen) if metrics_listen else None
+        self.metrics = _open_metrics(self) if metrics or metrics_listen else None
+        self.metrics_here = metrics  # GET /metrics on the hosting port too
+        self.metrics_port = 0  # the metrics listener's port, once listening
 
     # -- listening -------------------------------------------------------------------------------
     async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
@@ -146,6 +157,11 @@ class AcpHost:
         )
         if self.web_console is not None:  # the console's own (loopback) origin may use /acp
             self.allowed_origins |= loopback_origins(self.port)
+        if self.metrics is not None:
+            self.metrics.start()
+            if self.metrics_listen is not None:
+                at = self.metrics_listen
+                self.metrics_port = await self.metrics.listen(at.host, at.port or 0, self.limits)
 
     def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
@@ -170,6 +186,13 @@ class AcpHost:
                 channel.respond(503, b"draining\n", close=True)
             else:
                 channel.respond(200, b"ready\n", close=True)
+        elif path == b"/metrics" and self.metrics is not None and self.metrics_here:
+            # The auth hook applies, as on /acp: a scrape config sends the bearer token (docs/OBSERVABILITY.md).
+            if self.authorize is not None and self._principal(headers_map(request)) is None:
+                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
+                return
+            body, kind = self.metrics.exposition()
+            channel.respond(200, body, content_type=kind)
         elif self.web_console is not None and self.web_console.serves(path):
             status, page, headers, kind = self.web_console.answer(request.method, request.target, headers_map(request))
             channel.respond(status, page, headers, content_type=kind)
@@ -408,6 +431,8 @@ class AcpHost:
                 peer.close(CLOSE_INTERNAL, b"agent could not be created")
             return False
         self.accepted += 1
+        if self.metrics is not None:
+            self.metrics.attach(peer, server)
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
         return True
@@ -427,6 +452,8 @@ class AcpHost:
                 log.exception("connection %s: parking its sessions failed", peer.connection_id)
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
+            if self.metrics is not None:
+                self.metrics.detach(peer)
             if isinstance(peer, SsePeer):
                 self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -464,6 +491,8 @@ class AcpHost:
         if self._server is not None:
             self._server.close()
         await self.detached.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
 
     async def close(self) -> None:
         """Drain, then release the listening socket."""
@@ -494,6 +523,14 @@ class AcpHost:
 
 
 _SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+
+
+def _open_metrics(host: AcpHost) -> Metrics:
+    """Import the metrics module only now: a host without metrics never loads prometheus_client."""
+    require("metrics", "--metrics / --metrics-listen")
+    from ..observability.metrics import Metrics
+
+    return Metrics(host)
 
 
 class _StreamSink(StreamSink):
@@ -539,11 +576,15 @@ async def serve_ws(
     allowed_origins: Collection[str] = (),
     web_console: bool = False,
     session_store: str | SessionStore | None = None,
+    metrics: bool = False,
+    metrics_listen: str | None = None,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
 
     ``session_store``: where parked sessions wait (``memory``, ``sqlite:PATH``,
     ``redis://HOST:PORT/DB`` or a :class:`SessionStore`); None is memory.
+    ``metrics``: serve ``GET /metrics`` on this port; ``metrics_listen``
+    (``HOST:PORT``): serve it on a port of its own instead (the metrics extra).
     """
     acp_host = AcpHost(
         agent_factory,
@@ -553,6 +594,8 @@ async def serve_ws(
         allowed_origins=allowed_origins,
         web_console=web_console,
         session_store=session_store,
+        metrics=metrics,
+        metrics_listen=metrics_listen,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -571,6 +614,8 @@ def run_host(
     web_console: bool = False,
     session_store: str | None = None,
     freeze_gc: bool = False,
+    metrics: bool = False,
+    metrics_listen: str | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
@@ -578,7 +623,7 @@ def run_host(
     (they are left behind, not awaited: ``Runner.close`` would wait for
     ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store`` as for :func:`serve_ws`.
+    ``session_store``, ``metrics`` and ``metrics_listen`` as for :func:`serve_ws`.
     """
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
@@ -587,7 +632,17 @@ def run_host(
     try:
         runner.run(
             _run(
-                agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port, web_console, session_store
+                agent_factory,
+                address,
+                limits,
+                authorize,
+                allowed_origins,
+                kind,
+                reuse_port,
+                web_console,
+                session_store,
+                metrics=metrics,
+                metrics_listen=metrics_listen,
             )
         )
         loop = runner.get_loop()
@@ -613,6 +668,9 @@ async def _run(
     reuse_port: bool,
     web_console: bool = False,
     session_store: str | None = None,
+    *,
+    metrics: bool = False,
+    metrics_listen: str | None = None,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -621,6 +679,8 @@ async def _run(
         allowed_origins=allowed_origins,
         web_console=web_console,
         session_store=session_store,
+        metrics=metrics,
+        metrics_listen=metrics_listen,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()
@@ -637,6 +697,8 @@ async def _run(
         name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
         url = f"http://{f'[{name}]' if ':' in name else name}:{host.port}/"
         print(f"acp-fast: web console at {url}", file=sys.stderr, flush=True)
+    if host.metrics_listen is not None:
+        print(f"acp-fast: metrics at http://{host.metrics_listen.host}:{host.metrics_port}/metrics", file=sys.stderr)
     await stop.wait()
     log.info("signal received: draining")
     await host.drain()
