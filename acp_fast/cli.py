@@ -401,7 +401,15 @@ def _main(argv: Sequence[str] | None) -> None:
         agent = _load_agent(args.target, unstable=args.unstable, strict=args.strict)
     from .agent.serve import run_agent
 
-    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze)
+    on_server = None
+    if args.metrics_listen:
+        from .observability.metrics import stdio_hook
+
+        try:
+            on_server = stdio_hook(args.metrics_listen, limits)
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: {exc}") from None
+    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze, on_server=on_server)
     if status:
         # Tasks were abandoned (R14): one may hold a thread the interpreter's exit would join.
         sys.stdout.flush()

@@ -9,6 +9,7 @@ label values (no session or connection id ever becomes a label).
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import textwrap
@@ -168,3 +169,33 @@ def test_missing_extra_is_one_line() -> None:
     )
     assert done.returncode == 2
     assert "needs the 'metrics' extra" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_metrics_listen_for_a_stdio_agent() -> None:
+    """``acp-fast demo --metrics-listen 127.0.0.1:0`` over stdio: its requests show up on its own port."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acp_fast", "demo", "--metrics-listen", "127.0.0.1:0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        line = proc.stderr.readline().decode()  # the banner names the bound port
+        assert "metrics at http://127.0.0.1:" in line, line
+        port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+        proc.stdin.write(json.dumps(init).encode() + b"\n")
+        proc.stdin.flush()
+        assert b'"result"' in proc.stdout.readline()
+        status, text = asyncio.run(asyncio.wait_for(http_get(port), 30))
+        found = samples(text)
+        assert status == 200
+        initialize = {"method": "initialize", "lane": "control", "outcome": "ok"}
+        assert value(found, "acp_request_duration_seconds_count", **initialize) == 1
+        assert value(found, "acp_connections", transport="stdio") == 1
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()
+        proc.stderr.close()
