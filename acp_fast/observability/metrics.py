@@ -145,7 +145,7 @@ class Recorder:
     """The accumulators one process (a host, or one stdio agent) records into."""
 
     def __init__(self) -> None:
-        self.ok: dict[str, Accumulator] = {}  # by method, for answered results (the common case)
+        self.ok: dict[str, list[float]] = {}  # by method: the ``pending`` list of its "ok" accumulator
         self.requests: dict[tuple[str, str], Accumulator] = {}  # by (method label, outcome)
         self.prompts: dict[str, Accumulator] = {}  # by stop reason
         self.cancel_latency = Accumulator(CANCEL_BUCKETS)
@@ -165,8 +165,13 @@ class Recorder:
         if acc is None:
             acc = self.requests[(label, "ok")] = Accumulator(REQUEST_BUCKETS)
         if label == method:  # a known name: cached under itself; unknown ones are looked up each time
-            self.ok[method] = acc
+            self.ok[method] = acc.pending
         return acc
+
+    def fold(self) -> None:
+        """Bucket what every request accumulator has pending (one of them reached ``FOLD_AT``)."""
+        for acc in self.requests.values():
+            acc.fold()
 
     def answered(self, req: TimedRequest, result: Any, seconds: float) -> None:
         """The rare parts of an answer: a prompt's stop reason, a cancel's latency (the duration is recorded)."""
@@ -221,7 +226,7 @@ class TimedRequest(IncomingRequest):
 
     __slots__ = ("cancelled_at", "started")
     recorder: ClassVar[Recorder]
-    ok: ClassVar[dict[str, Accumulator]]
+    ok: ClassVar[dict[str, list[float]]]
 
     def __init__(self, conn: Connection, id: str | int, method: str, params: Any) -> None:
         self._conn = conn  # IncomingRequest.__init__, inline: one frame less per request
@@ -252,14 +257,13 @@ class TimedRequest(IncomingRequest):
         conn.writer.write(data)
         seconds = _clock() - self.started
         method = self.method
-        acc = self.ok.get(method)
-        if acc is None:
-            acc = self.recorder._ok_for(method)
-        pending = acc.pending
+        pending = self.ok.get(method)
+        if pending is None:
+            pending = self.recorder._ok_for(method).pending
         pending.append(seconds)
         if len(pending) >= FOLD_AT:
-            acc.fold()
-        if self.cancelled_at or method == "session/prompt":
+            self.recorder.fold()
+        if method == "session/prompt":  # other cancelled requests are answered -32800, through respond_error
             self.recorder.answered(self, result, seconds)
 
     def respond_error(self, exc: BaseException) -> None:
