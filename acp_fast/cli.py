@@ -186,6 +186,12 @@ def _parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics at GET /metrics on a port of their own (also for stdio agents; no auth: "
         "bind it to loopback or a private network; needs the metrics extra)",
     )
+    common.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry spans per request and per prompt turn, parented by _meta.traceparent, through the "
+        "globally configured tracer provider (e.g. opentelemetry-instrument); needs the otel extra",
+    )
     net.add_argument(
         "--auth-token-env",
         metavar="VAR",
@@ -325,6 +331,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             freeze_gc=args.gc_freeze,
             metrics=args.metrics,
             metrics_listen=args.metrics_listen,
+            otel=args.otel,
         )
 
     if args.workers <= 1:
@@ -387,6 +394,10 @@ def _main(argv: Sequence[str] | None) -> None:
         from .extras import require
 
         require("metrics", "--metrics / --metrics-listen")
+    if args.otel:
+        from .extras import require
+
+        require("otel", "--otel")
     if args.web_console and not args.listen:
         raise SystemExit("acp-fast: --web-console needs --listen (the console is served beside /acp)")
     if args.listen:
@@ -402,11 +413,11 @@ def _main(argv: Sequence[str] | None) -> None:
     from .agent.serve import run_agent
 
     on_server = None
-    if args.metrics_listen:
-        from .observability.metrics import stdio_hook
+    if args.metrics_listen or args.otel:
+        from .observability import stdio_hook
 
         try:
-            on_server = stdio_hook(args.metrics_listen, limits)
+            on_server = stdio_hook(args.metrics_listen, args.otel, limits)
         except ValueError as exc:
             raise SystemExit(f"acp-fast: {exc}") from None
     status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze, on_server=on_server)

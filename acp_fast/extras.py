@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "store": ("redis",),
     "metrics": ("prometheus_client",),
+    "otel": ("opentelemetry.trace", "opentelemetry.propagate"),
 }
 
 

@@ -141,7 +141,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_metrics_off_import_nothing() -> None:
-    """A host without metrics never imports prometheus_client or the metrics module."""
+    """A host without metrics or --otel never imports prometheus_client, opentelemetry or observability/."""
     done = _python(
         """
         import sys
@@ -150,7 +150,8 @@ def test_metrics_off_import_nothing() -> None:
         import acp_fast.cli
         host = AcpHost(DemoAgent)
         assert host.metrics is None
-        bad = [m for m in sys.modules if m.startswith(("prometheus_client", "acp_fast.observability"))]
+        assert host.tracing is None
+        bad = [m for m in sys.modules if m.startswith(("prometheus_client", "opentelemetry", "acp_fast.observability"))]
         assert not bad, bad
         """
     )

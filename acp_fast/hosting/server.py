@@ -59,6 +59,7 @@ from .web_console import WebConsole, loopback_origins
 
 if TYPE_CHECKING:
     from ..observability.metrics import Metrics
+    from ..observability.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,8 @@ class AcpHost:
         session_store: str | SessionStore | None = None,
         metrics: bool = False,
         metrics_listen: str | None = None,
+        otel: bool = False,
+        tracer_provider: Any = None,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -137,6 +140,8 @@ class AcpHost:
         self.metrics = _open_metrics(self) if metrics or metrics_listen else None
         self.metrics_here = metrics  # GET /metrics on the hosting port too
         self.metrics_port = 0  # the metrics listener's port, once listening
+        # OpenTelemetry spans per request and per turn (observability/tracing.py); the provider defaults to the global.
+        self.tracing = _open_tracing(tracer_provider) if otel or tracer_provider is not None else None
 
     # -- listening -------------------------------------------------------------------------------
     async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
@@ -433,6 +438,8 @@ class AcpHost:
         self.accepted += 1
         if self.metrics is not None:
             self.metrics.attach(peer, server)
+        if self.tracing is not None:
+            self.tracing.attach(server, "websocket" if isinstance(peer, WsPeer) else "http")
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
         return True
@@ -533,6 +540,14 @@ def _open_metrics(host: AcpHost) -> Metrics:
     return Metrics(host)
 
 
+def _open_tracing(tracer_provider: Any) -> Tracing:
+    """Import the tracing module only now: a host without --otel never loads opentelemetry."""
+    require("otel", "--otel")
+    from ..observability.tracing import Tracing
+
+    return Tracing(tracer_provider)
+
+
 class _StreamSink(StreamSink):
     """A GET's socket reports flow and loss to the connection whose stream it carries."""
 
@@ -578,6 +593,8 @@ async def serve_ws(
     session_store: str | SessionStore | None = None,
     metrics: bool = False,
     metrics_listen: str | None = None,
+    otel: bool = False,
+    tracer_provider: Any = None,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
 
@@ -585,6 +602,8 @@ async def serve_ws(
     ``redis://HOST:PORT/DB`` or a :class:`SessionStore`); None is memory.
     ``metrics``: serve ``GET /metrics`` on this port; ``metrics_listen``
     (``HOST:PORT``): serve it on a port of its own instead (the metrics extra).
+    ``otel``: OpenTelemetry spans per request and per prompt turn, through
+    ``tracer_provider`` or the global one (the otel extra).
     """
     acp_host = AcpHost(
         agent_factory,
@@ -596,6 +615,8 @@ async def serve_ws(
         session_store=session_store,
         metrics=metrics,
         metrics_listen=metrics_listen,
+        otel=otel,
+        tracer_provider=tracer_provider,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -616,6 +637,7 @@ def run_host(
     freeze_gc: bool = False,
     metrics: bool = False,
     metrics_listen: str | None = None,
+    otel: bool = False,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
@@ -623,7 +645,7 @@ def run_host(
     (they are left behind, not awaited: ``Runner.close`` would wait for
     ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store``, ``metrics`` and ``metrics_listen`` as for :func:`serve_ws`.
+    ``session_store``, ``metrics``, ``metrics_listen`` and ``otel`` as for :func:`serve_ws`.
     """
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
@@ -643,6 +665,7 @@ def run_host(
                 session_store,
                 metrics=metrics,
                 metrics_listen=metrics_listen,
+                otel=otel,
             )
         )
         loop = runner.get_loop()
@@ -671,6 +694,7 @@ async def _run(
     *,
     metrics: bool = False,
     metrics_listen: str | None = None,
+    otel: bool = False,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -681,6 +705,7 @@ async def _run(
         session_store=session_store,
         metrics=metrics,
         metrics_listen=metrics_listen,
+        otel=otel,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()

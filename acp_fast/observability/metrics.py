@@ -21,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -394,24 +393,6 @@ class Metrics:
             + (body if parts[0] != b"HEAD" else b"")
         )  # fmt: skip
         await asyncio.wait_for(writer.drain(), timeout_s)
-
-
-def stdio_hook(address: str, limits: Limits) -> Callable[[AgentServer], Awaitable[None]]:
-    """``run_agent(on_server=...)`` for ``--metrics-listen`` over stdio: the one connection's metrics on a port."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--metrics-listen: expected HOST:PORT, got {address!r}")
-
-    async def on_server(server: AgentServer) -> None:
-        metrics = Metrics(transport="stdio")
-        metrics.attach(server, server)
-        metrics.start()
-        bound = await metrics.listen(host.strip("[]") or None, int(port), limits)
-        server.conn.on_shutdown(metrics.stop)
-        # stderr: stdout carries nothing but ACP messages.
-        print(f"acp-fast: metrics at http://{host or '*'}:{bound}/metrics", file=sys.stderr, flush=True)
-
-    return on_server
 
 
 def _counter(name: str, doc: str, label: str, values: Mapping[Any, int], fmt: Callable[[Any], str] = str) -> Metric:
