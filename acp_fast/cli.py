@@ -193,6 +193,12 @@ def _parser() -> argparse.ArgumentParser:
         "globally configured tracer provider (e.g. opentelemetry-instrument); needs the otel extra",
     )
     net.add_argument(
+        "--access-log",
+        choices=["text", "json"],
+        help="with --listen: one stderr line per HTTP request and per WebSocket connection (method, path, status, "
+        "duration, principal, connection id); off by default",
+    )
+    net.add_argument(
         "--auth-token-env",
         metavar="VAR",
         help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
@@ -332,6 +338,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             metrics=args.metrics,
             metrics_listen=args.metrics_listen,
             otel=args.otel,
+            access_log=args.access_log,
         )
 
     if args.workers <= 1:

@@ -58,6 +58,7 @@ from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
 
 if TYPE_CHECKING:
+    from ..observability.access_log import AccessLog
     from ..observability.metrics import Metrics
     from ..observability.tracing import Tracing
 
@@ -116,6 +117,7 @@ class AcpHost:
         metrics_listen: str | None = None,
         otel: bool = False,
         tracer_provider: Any = None,
+        access_log: str | None = None,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -142,6 +144,7 @@ class AcpHost:
         self.metrics_port = 0  # the metrics listener's port, once listening
         # OpenTelemetry spans per request and per turn (observability/tracing.py); the provider defaults to the global.
         self.tracing = _open_tracing(tracer_provider) if otel or tracer_provider is not None else None
+        self.access_log = _open_access_log(access_log) if access_log else None  # observability/access_log.py
 
     # -- listening -------------------------------------------------------------------------------
     async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
@@ -181,6 +184,8 @@ class AcpHost:
         channel.start(already_read)
 
     def _http_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
+        if self.access_log is not None:
+            self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
         path = request.target.split(b"?", 1)[0]
         if path == self.path:
             self._acp_request(channel, request, body)
@@ -241,6 +246,12 @@ class AcpHost:
             peer.end()
             return
         self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER))
+
+    def _who(self, request: h11.Request) -> tuple[str | None, str | None]:
+        """The access log's (principal, connection id) of a request: those of the connection it names."""
+        connection_id = headers_map(request).get(CONNECTION_ID_HEADER)
+        peer = self._http.get(connection_id) if connection_id else None
+        return (peer.principal if peer is not None else None), connection_id
 
     def _http_peer(self, connection_id: str, principal: str | None) -> SsePeer | None:
         """The connection, if it exists, has not ended and belongs to this principal (else: unknown, 404)."""
@@ -413,6 +424,8 @@ class AcpHost:
         self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None
     ) -> WSUpgradeResponseWithListener:
         self._count_refused(status)
+        if self.access_log is not None:
+            self.access_log.ws_refused(self.path.decode(), int(status))
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
@@ -440,6 +453,8 @@ class AcpHost:
             self.metrics.attach(peer, server)
         if self.tracing is not None:
             self.tracing.attach(server, "websocket" if isinstance(peer, WsPeer) else "http")
+        if self.access_log is not None and isinstance(peer, WsPeer):
+            self.access_log.ws_started(peer, principal)
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
         return True
@@ -461,6 +476,8 @@ class AcpHost:
             self._peers.pop(peer, None)
             if self.metrics is not None:
                 self.metrics.detach(peer)
+            if self.access_log is not None:
+                self.access_log.ws_ended(peer, self.path.decode())
             if isinstance(peer, SsePeer):
                 self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -540,6 +557,12 @@ def _open_metrics(host: AcpHost) -> Metrics:
     return Metrics(host)
 
 
+def _open_access_log(fmt: str) -> AccessLog:
+    from ..observability.access_log import AccessLog
+
+    return AccessLog(fmt)
+
+
 def _open_tracing(tracer_provider: Any) -> Tracing:
     """Import the tracing module only now: a host without --otel never loads opentelemetry."""
     require("otel", "--otel")
@@ -595,6 +618,7 @@ async def serve_ws(
     metrics_listen: str | None = None,
     otel: bool = False,
     tracer_provider: Any = None,
+    access_log: str | None = None,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
 
@@ -603,7 +627,8 @@ async def serve_ws(
     ``metrics``: serve ``GET /metrics`` on this port; ``metrics_listen``
     (``HOST:PORT``): serve it on a port of its own instead (the metrics extra).
     ``otel``: OpenTelemetry spans per request and per prompt turn, through
-    ``tracer_provider`` or the global one (the otel extra).
+    ``tracer_provider`` or the global one (the otel extra). ``access_log``:
+    ``text`` or ``json``, one stderr line per HTTP request and WebSocket connection.
     """
     acp_host = AcpHost(
         agent_factory,
@@ -617,6 +642,7 @@ async def serve_ws(
         metrics_listen=metrics_listen,
         otel=otel,
         tracer_provider=tracer_provider,
+        access_log=access_log,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -638,6 +664,7 @@ def run_host(
     metrics: bool = False,
     metrics_listen: str | None = None,
     otel: bool = False,
+    access_log: str | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
@@ -645,7 +672,7 @@ def run_host(
     (they are left behind, not awaited: ``Runner.close`` would wait for
     ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store``, ``metrics``, ``metrics_listen`` and ``otel`` as for :func:`serve_ws`.
+    ``session_store``, ``metrics``, ``metrics_listen``, ``otel`` and ``access_log`` as for :func:`serve_ws`.
     """
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
@@ -666,6 +693,7 @@ def run_host(
                 metrics=metrics,
                 metrics_listen=metrics_listen,
                 otel=otel,
+                access_log=access_log,
             )
         )
         loop = runner.get_loop()
@@ -695,6 +723,7 @@ async def _run(
     metrics: bool = False,
     metrics_listen: str | None = None,
     otel: bool = False,
+    access_log: str | None = None,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -706,6 +735,7 @@ async def _run(
         metrics=metrics,
         metrics_listen=metrics_listen,
         otel=otel,
+        access_log=access_log,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()
