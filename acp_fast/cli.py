@@ -222,6 +222,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     # Parsed by acp_fast.client.console itself (see main); listed here for --help.
     sub.add_parser("client", add_help=False, help="talk to an agent: client -- CMD ARGS, or client URL (client --help)")
+    # Parsed by acp_fast.observability.top itself (see main); listed here for --help.
+    sub.add_parser("top", add_help=False, help="a live terminal view of a host's /metrics: top URL (top --help)")
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
     sub.add_parser(
         "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
@@ -374,6 +376,13 @@ def _main(argv: Sequence[str] | None) -> None:
         from .client.console import main as client_main
 
         raise SystemExit(client_main(argv[1:]))
+    if argv[:1] == ["top"]:
+        from .extras import require
+
+        require("metrics", "acp-fast top")
+        from .observability.top import main as top_main
+
+        raise SystemExit(top_main(argv[1:]))
     if argv[:1] == ["bench"]:
         from .bench.driver import main as bench_main
 
