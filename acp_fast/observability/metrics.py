@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -400,17 +400,6 @@ def _counter(name: str, doc: str, label: str, values: Mapping[Any, int], fmt: Ca
     for key, value in sorted(values.items(), key=lambda kv: str(kv[0])):
         family.add_metric([fmt(key)], value)
     return family
-
-
-def _sum_histograms(accs: Iterable[Accumulator]) -> Accumulator | None:
-    """Several accumulators with the same bounds as one (distinct raw keys mapping to one label)."""
-    merged: Accumulator | None = None
-    for acc in accs:
-        if merged is None:
-            merged = Accumulator(acc.bounds)
-        merged.counts = [a + b for a, b in zip(merged.counts, acc.counts, strict=True)]
-        merged.total += acc.total
-    return merged
 
 
 class AcpCollector(Collector):
