@@ -316,6 +316,12 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         address = ListenAddress.parse(args.listen)
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
+    if args.metrics_listen:
+        try:
+            if ListenAddress.parse(args.metrics_listen).unix_path:
+                raise ValueError("a unix socket is not served")
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
     from .hosting.store import check_spec
 
     store: str | None = args.session_store

@@ -200,3 +200,16 @@ def test_metrics_listen_for_a_stdio_agent() -> None:
         assert proc.wait(timeout=30) == 0
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_bad_metrics_listen_is_one_line() -> None:
+    """A --metrics-listen that is no HOST:PORT: one line, exit status non-zero, no traceback."""
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_fast", "demo", "--listen", "127.0.0.1:0", "--metrics-listen", "unix:/tmp/m.sock"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "--metrics-listen" in done.stderr and "Traceback" not in done.stderr, done.stderr

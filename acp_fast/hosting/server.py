@@ -139,6 +139,8 @@ class AcpHost:
         self.web_console = WebConsole() if web_console else None  # GET / (hosting/web_console.py)
         # GET /metrics (metrics) and/or a listener of its own (metrics_listen): observability/metrics.py.
         self.metrics_listen = ListenAddress.parse(metrics_listen) if metrics_listen else None
+        if self.metrics_listen is not None and self.metrics_listen.unix_path is not None:
+            raise ValueError("metrics_listen takes HOST:PORT (a unix socket is not served)")
         self.metrics = _open_metrics(self) if metrics or metrics_listen else None
         self.metrics_here = metrics  # GET /metrics on the hosting port too
         self.metrics_port = 0  # the metrics listener's port, once listening
