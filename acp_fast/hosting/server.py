@@ -678,6 +678,10 @@ def run_host(
     """
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
+        if metrics or metrics_listen or otel:  # imported before the freeze: frozen with the rest
+            from ..observability import preload
+
+            preload(bool(metrics or metrics_listen), otel)
         gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
     try:

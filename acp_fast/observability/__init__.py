@@ -27,6 +27,7 @@ def stdio_hook(metrics_listen: str | None, otel: bool, limits: Limits) -> Callab
             raise ValueError(f"--metrics-listen: expected HOST:PORT, got {metrics_listen!r}")
     if otel:
         require("otel", "--otel")
+    preload(bool(metrics_listen), otel)
 
     async def on_server(server: AgentServer) -> None:
         if metrics_listen:
@@ -47,4 +48,17 @@ def stdio_hook(metrics_listen: str | None, otel: bool, limits: Limits) -> Callab
     return on_server
 
 
-__all__ = ["stdio_hook"]
+def preload(metrics: bool, otel: bool) -> None:
+    """Import what will be used now, before ``run_agent``/``run_host`` freeze the start-up heap (``gc.freeze``).
+
+    Imported later, prometheus_client's and opentelemetry's objects would stay
+    in the collector's sight for the whole life of the process, and every full
+    collection would walk them again.
+    """
+    if metrics:
+        from . import metrics as _metrics  # noqa: F401
+    if otel:
+        from . import tracing as _tracing  # noqa: F401
+
+
+__all__ = ["preload", "stdio_hook"]
