@@ -213,3 +213,34 @@ def test_bad_metrics_listen_is_one_line() -> None:
     )
     assert done.returncode != 0
     assert "--metrics-listen" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_turn_the_watchdog_answered_for_is_counted_orphaned(run: Any) -> None:
+    """A turn that ignores its cancel: answered by the watchdog (R30) and shown as orphaned until it ends."""
+    from acp_fast.wire.limits import Limits
+    from tests.watchdog_agents import IgnoresCancel
+
+    agents: list[IgnoresCancel] = []
+    found: list[Samples] = []
+
+    def factory() -> IgnoresCancel:
+        agents.append(IgnoresCancel())
+        return agents[-1]
+
+    async def body(host: AcpHost) -> None:
+        c, sid = await _session(host)
+        rid = await c.request_nowait("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "once"}]})
+        await agents[0].started.wait()
+        await c.notify("session/cancel", {"sessionId": sid})
+        assert (await c.response(rid))["result"] == {"stopReason": "cancelled"}
+        found.append(samples((await http_get(host.port))[1]))
+        agents[0].release.set()
+        await agents[0].exited.wait()
+        await c.close()
+        await wait_counts_zero(host)
+        found.append(samples((await http_get(host.port))[1]))
+
+    run(with_host(body, factory, limits=Limits(cancel_grace_s=0.05), metrics=True))
+    assert value(found[0], "acp_orphaned_turns") == 1
+    assert value(found[0], "acp_cancel_latency_seconds_count") == 1
+    assert value(found[1], "acp_orphaned_turns") == 0

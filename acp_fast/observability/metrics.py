@@ -452,6 +452,11 @@ class AcpCollector(Collector):
         yield GaugeMetricFamily("acp_pool_slots_in_use", "Background pool slots held (prompts and mcp/*)", slots)
         yield GaugeMetricFamily("acp_spawned_tasks", "Tasks spawned by connections, alive", spawned)
         yield GaugeMetricFamily(
+            "acp_orphaned_turns",
+            "Cancelled turns the watchdog answered for after cancel_grace_s whose body still runs (R30)",
+            sum(len(server.pool._orphans) for _peer, server in servers),
+        )
+        yield GaugeMetricFamily(
             "acp_output_buffered_bytes", "Output bytes queued for clients", sum(p.buffered_output for p in peers)
         )
         host = m.host
