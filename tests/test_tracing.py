@@ -127,3 +127,27 @@ def test_a_prompt_with_traceparent_nests_turn_agent_and_outgoing_request(run: An
     (bad,) = _by_name(spans, "session/set_mode")
     assert dict(bad.attributes or {})["error.type"] == str(seen["bad_code"])
     assert bad.status.status_code is trace.StatusCode.ERROR
+
+
+def test_metrics_and_traces_together(run: Any) -> None:
+    """Both on: the traced request type wraps the timed one; a prompt is counted and traced."""
+    pytest.importorskip("prometheus_client")
+    provider, exporter = _provider()
+    scraped: list[bytes] = []
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(f"ws://127.0.0.1:{host.port}/acp")
+        await c.initialize()
+        sid = await c.new_session()
+        text = [{"type": "text", "text": "stream 2 0"}]
+        params = {"sessionId": sid, "prompt": text, "_meta": {"traceparent": TRACEPARENT}}
+        assert (await c.request("session/prompt", params))["result"] == {"stopReason": "end_turn"}
+        assert host.metrics is not None
+        scraped.append(host.metrics.exposition()[0])
+        await c.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, metrics=True, tracer_provider=provider))
+    assert b'acp_prompt_duration_seconds_count{stop_reason="end_turn"} 1.0' in scraped[0]
+    (span,) = _by_name(exporter.get_finished_spans(), "session/prompt")
+    assert _hex(span.context.trace_id, 32) == TRACE_ID
