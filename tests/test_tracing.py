@@ -151,3 +151,25 @@ def test_metrics_and_traces_together(run: Any) -> None:
     assert b'acp_prompt_duration_seconds_count{stop_reason="end_turn"} 1.0' in scraped[0]
     (span,) = _by_name(exporter.get_finished_spans(), "session/prompt")
     assert _hex(span.context.trace_id, 32) == TRACE_ID
+
+
+def test_a_drain_is_an_event_on_the_running_turn(run: Any) -> None:
+    provider, exporter = _provider()
+
+    async def body(host: AcpHost) -> None:
+        c = await WsClient.open(f"ws://127.0.0.1:{host.port}/acp")
+        await c.initialize()
+        sid = await c.new_session()
+        rid = await c.request_nowait(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream 100000 5"}]}
+        )
+        await c.wait_for(lambda: c.updates(sid))
+        await host.drain()  # what SIGTERM does
+        assert (await c.response(rid))["result"] == {"stopReason": "cancelled"}
+
+    run(with_host(body, tracer_provider=provider))
+    spans = exporter.get_finished_spans()
+    (request,) = _by_name(spans, "session/prompt")
+    turn = _child(spans, "invoke_agent", request)
+    assert "drain" in [e.name for e in request.events]
+    assert "drain" in [e.name for e in turn.events]

@@ -480,6 +480,8 @@ class AcpHost:
                 self.metrics.detach(peer)
             if self.access_log is not None:
                 self.access_log.ws_ended(peer, self.path.decode())
+            if self.tracing is not None:
+                self.tracing.detach(server)
             if isinstance(peer, SsePeer):
                 self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -499,6 +501,8 @@ class AcpHost:
             await self._drained.wait()
             return
         self.draining = True
+        if self.tracing is not None:
+            self.tracing.drain()
         self._drained = drained = asyncio.Event()
         peers = list(self._peers)
         log.info("draining %d connection(s)", len(peers))

@@ -13,7 +13,8 @@ before serving). Without a configured provider the API's spans are no-ops.
 - A prompt turn gets an ``invoke_agent`` span under its request's span, and
   that span is the current context inside the agent's ``prompt``: the agent's
   own spans (LLM calls, tools) nest under it. Its stop reason is
-  ``gen_ai.response.finish_reasons``; a cancel is an event on both spans.
+  ``gen_ai.response.finish_reasons``; a cancel, and a host's drain, are
+  events on both spans.
 - Requests the agent sends the client (``session/request_permission``,
   ``fs/*``, ...) carry the current context in their ``_meta``.
 
@@ -59,16 +60,29 @@ class Tracing:
 
     def __init__(self, tracer_provider: Any = None) -> None:
         self.tracer: Tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        # Each attached connection's open turn spans (request, turn), for the drain event; by connection.
+        self._open: dict[Connection, tuple[dict[str | int, Span], dict[str | int, Span]]] = {}
 
     def attach(self, server: AgentServer, transport: str) -> None:
         """Instrument one connection (before it reads): wraps what its ``request_type`` already is (metrics)."""
         conn = server.conn
         spans: dict[str | int, Span] = {}  # request spans of this connection's running turns, by request id
         turns: dict[str | int, Span] = {}  # their turn spans
+        self._open[conn] = (spans, turns)
         conn.request_type = _traced_type(conn.request_type, self.tracer, transport, spans, turns)
         agent = server.agent
         agent.prompt = _traced_prompt(agent.prompt, self.tracer, spans, turns)  # type: ignore[method-assign, assignment]
         conn.send_request = _propagating(conn.send_request)  # type: ignore[method-assign]
+
+    def detach(self, server: AgentServer) -> None:
+        """The connection ended."""
+        self._open.pop(server.conn, None)
+
+    def drain(self) -> None:
+        """The host begins to drain (SIGTERM): a ``drain`` event on every running turn's spans."""
+        for spans, turns in self._open.values():
+            for span in (*spans.values(), *turns.values()):
+                span.add_event("drain")
 
 
 def _traced_type(
