@@ -9,6 +9,7 @@ person less than what was tried and from where.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import json
@@ -331,6 +332,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         except ValueError as exc:
             raise SystemExit(f"acp-fast: --session-store: {exc}") from None
 
+    group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
+
     def serve(reuse_port: bool = False) -> int:
         return run_host(
             factory,
@@ -347,6 +350,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             metrics_listen=args.metrics_listen,
             otel=args.otel,
             access_log=args.access_log,
+            metrics_group=group,
         )
 
     if args.workers <= 1:
@@ -358,13 +362,17 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
     if args.metrics_listen:
         raise SystemExit("acp-fast: --metrics-listen with --workers is not supported yet (one port per process); "
-                         "use --metrics, which each worker answers for itself")
+                         "use --metrics: the worker a scrape reaches answers for all of them")
     from .hosting.workers import run_workers, shared_session_store
 
     bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
-    if store is not None:
-        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
-    with shared_session_store() as store:  # the workers share parking out of the box
+    with contextlib.ExitStack() as stack:
+        if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
+            from .observability.group import metrics_group
+
+            group = stack.enter_context(metrics_group())
+        if store is None:  # the workers share parking out of the box
+            store = stack.enter_context(shared_session_store())
         raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
 
 

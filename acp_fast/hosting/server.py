@@ -118,6 +118,7 @@ class AcpHost:
         otel: bool = False,
         tracer_provider: Any = None,
         access_log: str | None = None,
+        metrics_group: str | None = None,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -143,6 +144,7 @@ class AcpHost:
             raise ValueError("metrics_listen takes HOST:PORT (a unix socket is not served)")
         self.metrics = _open_metrics(self) if metrics or metrics_listen else None
         self.metrics_here = metrics  # GET /metrics on the hosting port too
+        self.metrics_group = metrics_group  # --workers N: the sockets the workers read each other's metrics on
         self.metrics_port = 0  # the metrics listener's port, once listening
         # OpenTelemetry spans per request and per turn (observability/tracing.py); the provider defaults to the global.
         self.tracing = _open_tracing(tracer_provider) if otel or tracer_provider is not None else None
@@ -169,6 +171,8 @@ class AcpHost:
             self.allowed_origins |= loopback_origins(self.port)
         if self.metrics is not None:
             self.metrics.start()
+            if self.metrics_group is not None:
+                await self.metrics.join_group(self.metrics_group, self.limits)
             if self.metrics_listen is not None:
                 at = self.metrics_listen
                 self.metrics_port = await self.metrics.listen(at.host, at.port or 0, self.limits)
@@ -203,8 +207,7 @@ class AcpHost:
             if self.authorize is not None and self._principal(headers_map(request)) is None:
                 self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
                 return
-            body, kind = self.metrics.exposition()
-            channel.respond(200, body, content_type=kind)
+            self.metrics.answer_http(channel, self.limits)
         elif self.web_console is not None and self.web_console.serves(path):
             status, page, headers, kind = self.web_console.answer(request.method, request.target, headers_map(request))
             channel.respond(status, page, headers, content_type=kind)
@@ -671,6 +674,7 @@ def run_host(
     metrics_listen: str | None = None,
     otel: bool = False,
     access_log: str | None = None,
+    metrics_group: str | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
@@ -678,7 +682,8 @@ def run_host(
     (they are left behind, not awaited: ``Runner.close`` would wait for
     ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store``, ``metrics``, ``metrics_listen``, ``otel`` and ``access_log`` as for :func:`serve_ws`.
+    ``session_store``, ``metrics``, ``metrics_listen``, ``otel`` and ``access_log`` as for :func:`serve_ws`;
+    ``metrics_group``: with ``--workers N``, the directory where the workers serve each other their metrics.
     """
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
@@ -704,6 +709,7 @@ def run_host(
                 metrics_listen=metrics_listen,
                 otel=otel,
                 access_log=access_log,
+                metrics_group=metrics_group,
             )
         )
         loop = runner.get_loop()
@@ -734,6 +740,7 @@ async def _run(
     metrics_listen: str | None = None,
     otel: bool = False,
     access_log: str | None = None,
+    metrics_group: str | None = None,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -746,6 +753,7 @@ async def _run(
         metrics_listen=metrics_listen,
         otel=otel,
         access_log=access_log,
+        metrics_group=metrics_group,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping
@@ -307,6 +308,8 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         self._probe: asyncio.TimerHandle | None = None
         self._listener: asyncio.Server | None = None
+        self.group: str | None = None  # the worker group's socket directory (--workers N)
+        self._group_listener: asyncio.Server | None = None
         self._scrapes: set[asyncio.Task[Any]] = set()
 
     # -- connections ---------------------------------------------------------------------------
@@ -343,11 +346,17 @@ class Metrics:
         if self._probe is not None:
             self._probe.cancel()
             self._probe = None
-        if self._listener is not None:
-            self._listener.close()
-            with contextlib.suppress(Exception):
-                await self._listener.wait_closed()
-            self._listener = None
+        for listener in (self._listener, self._group_listener):
+            if listener is not None:
+                listener.close()
+                with contextlib.suppress(Exception):
+                    await listener.wait_closed()
+        self._listener = self._group_listener = None
+        if self.group is not None:
+            from .group import socket_path
+
+            with contextlib.suppress(OSError):
+                os.unlink(socket_path(self.group))
         for task in list(self._scrapes):
             task.cancel()
 
@@ -356,24 +365,65 @@ class Metrics:
         """The Prometheus text exposition and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
+    # -- a worker group (--workers N): observability/group.py -------------------------------------
+    async def join_group(self, directory: str, limits: Limits) -> None:
+        """Serve this worker's own exposition to its siblings, on ``<directory>/<pid>.sock``."""
+        from .group import socket_path
+
+        self.group = directory
+        self._group_listener = await asyncio.start_unix_server(
+            lambda r, w: self._serve_one(r, w, limits), socket_path(directory), limit=limits.max_request_head_bytes
+        )
+
+    def answer_http(self, channel: Any, limits: Limits) -> None:
+        """``GET /metrics`` on the hosting port: this process's exposition, or the whole group's."""
+        if self.group is None:
+            body, kind = self.exposition()
+            channel.respond(200, body, content_type=kind)
+            return
+        if len(self._scrapes) >= limits.max_metrics_connections:
+            channel.respond(503, b"too many scrapes at once\n", [("Retry-After", "1")])
+            return
+        channel.hold()
+        task = asyncio.get_running_loop().create_task(self._group_answer(channel, limits))
+        self._scrapes.add(task)
+        task.add_done_callback(self._scrapes.discard)
+
+    async def _group_answer(self, channel: Any, limits: Limits) -> None:
+        from .group import fetch, merge, socket_path
+
+        assert self.group is not None
+        own = socket_path(self.group)
+        siblings = [os.path.join(self.group, n) for n in os.listdir(self.group) if n.endswith(".sock")]
+        siblings = [p for p in siblings if p != own]
+        timeout = limits.handshake_timeout_s
+        texts = await asyncio.gather(*(fetch(p, timeout, limits.max_request_head_bytes) for p in siblings))
+        parts = [(str(os.getpid()), self.exposition()[0])]
+        parts += [(os.path.basename(p)[: -len(".sock")], t) for p, t in zip(siblings, texts, strict=True) if t]
+        body = merge(parts)
+        channel.release()
+        channel.respond(200, body, content_type=CONTENT_TYPE_LATEST)
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> None:
+        task = asyncio.current_task()
+        if len(self._scrapes) >= limits.max_metrics_connections or task is None:
+            writer.close()
+            return
+        self._scrapes.add(task)
+        try:
+            await self._answer(reader, writer, limits.handshake_timeout_s)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+            pass
+        finally:
+            self._scrapes.discard(task)
+            writer.close()
+
     async def listen(self, host: str | None, port: int, limits: Limits) -> int:
         """Serve ``GET /metrics`` on a listener of its own (``--metrics-listen``); returns the port bound."""
 
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            if len(self._scrapes) >= limits.max_metrics_connections or task is None:
-                writer.close()
-                return
-            self._scrapes.add(task)
-            try:
-                await self._answer(reader, writer, limits.handshake_timeout_s)
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-                pass
-            finally:
-                self._scrapes.discard(task)
-                writer.close()
-
-        self._listener = await asyncio.start_server(serve, host, port, limit=limits.max_request_head_bytes)
+        self._listener = await asyncio.start_server(
+            lambda r, w: self._serve_one(r, w, limits), host, port, limit=limits.max_request_head_bytes
+        )
         name = self._listener.sockets[0].getsockname()
         return int(name[1])
 
