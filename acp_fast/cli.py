@@ -9,6 +9,7 @@ person less than what was tried and from where.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import json
@@ -68,6 +69,7 @@ _HELP = {
     "sse_replay_bytes": "--listen: bytes one stream's replay ring may hold",
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
+    "max_metrics_connections": "--metrics-listen: scrapes served at once; more are closed unanswered",
 }
 
 
@@ -177,6 +179,30 @@ def _parser() -> argparse.ArgumentParser:
         help="with --listen: serve a browser console at GET / (its own loopback origin may use /acp; off by default)",
     )
     net.add_argument(
+        "--metrics",
+        action="store_true",
+        help="with --listen: serve Prometheus metrics at GET /metrics on the same port (the auth hook applies; "
+        "needs the metrics extra)",
+    )
+    net.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at GET /metrics on a port of their own (also for stdio agents; no auth: "
+        "bind it to loopback or a private network; needs the metrics extra)",
+    )
+    common.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry spans per request and per prompt turn, parented by _meta.traceparent, through the "
+        "globally configured tracer provider (e.g. opentelemetry-instrument); needs the otel extra",
+    )
+    net.add_argument(
+        "--access-log",
+        choices=["text", "json"],
+        help="with --listen: one stderr line per HTTP request and per WebSocket connection (method, path, status, "
+        "duration, principal, connection id); off by default",
+    )
+    net.add_argument(
         "--auth-token-env",
         metavar="VAR",
         help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
@@ -200,6 +226,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     # Parsed by acp_fast.client.console itself (see main); listed here for --help.
     sub.add_parser("client", add_help=False, help="talk to an agent: client -- CMD ARGS, or client URL (client --help)")
+    # Parsed by acp_fast.observability.top itself (see main); listed here for --help.
+    sub.add_parser("top", add_help=False, help="a live terminal view of a host's /metrics: top URL (top --help)")
     # Parsed by acp_fast.bench itself (see main); listed here for --help.
     sub.add_parser(
         "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
@@ -300,6 +328,12 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         address = ListenAddress.parse(args.listen)
     except ValueError as exc:
         raise SystemExit(f"acp-fast: --listen: {exc}") from None
+    if args.metrics_listen:
+        try:
+            if ListenAddress.parse(args.metrics_listen).unix_path:
+                raise ValueError("a unix socket is not served")
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
     from .hosting.store import check_spec
 
     store: str | None = args.session_store
@@ -308,6 +342,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             check_spec(store)
         except ValueError as exc:
             raise SystemExit(f"acp-fast: --session-store: {exc}") from None
+
+    group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
 
     def serve(reuse_port: bool = False) -> int:
         return run_host(
@@ -321,6 +357,11 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             web_console=args.web_console,
             session_store=store,
             freeze_gc=args.gc_freeze,
+            metrics=args.metrics,
+            metrics_listen=args.metrics_listen,
+            otel=args.otel,
+            access_log=args.access_log,
+            metrics_group=group,
         )
 
     if args.workers <= 1:
@@ -330,12 +371,19 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
         return
     if not address.port:
         raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
+    if args.metrics_listen:
+        raise SystemExit("acp-fast: --metrics-listen with --workers is not supported yet (one port per process); "
+                         "use --metrics: the worker a scrape reaches answers for all of them")
     from .hosting.workers import run_workers, shared_session_store
 
     bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
-    if store is not None:
-        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
-    with shared_session_store() as store:  # the workers share parking out of the box
+    with contextlib.ExitStack() as stack:
+        if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
+            from .observability.group import metrics_group
+
+            group = stack.enter_context(metrics_group())
+        if store is None:  # the workers share parking out of the box
+            store = stack.enter_context(shared_session_store())
         raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
 
 
@@ -353,6 +401,13 @@ def _main(argv: Sequence[str] | None) -> None:
         from .client.console import main as client_main
 
         raise SystemExit(client_main(argv[1:]))
+    if argv[:1] == ["top"]:
+        from .extras import require
+
+        require("metrics", "acp-fast top")
+        from .observability.top import main as top_main
+
+        raise SystemExit(top_main(argv[1:]))
     if argv[:1] == ["bench"]:
         from .bench.driver import main as bench_main
 
@@ -374,6 +429,16 @@ def _main(argv: Sequence[str] | None) -> None:
         if problem:
             sys.stderr.write(f"acp-fast: --validate: {problem}\n")
             raise SystemExit(2)
+    if args.metrics and not args.listen:
+        raise SystemExit("acp-fast: --metrics needs --listen (over stdio use --metrics-listen HOST:PORT)")
+    if args.metrics or args.metrics_listen:
+        from .extras import require
+
+        require("metrics", "--metrics / --metrics-listen")
+    if args.otel:
+        from .extras import require
+
+        require("otel", "--otel")
     if args.web_console and not args.listen:
         raise SystemExit("acp-fast: --web-console needs --listen (the console is served beside /acp)")
     if args.listen:
@@ -388,7 +453,15 @@ def _main(argv: Sequence[str] | None) -> None:
         agent = _load_agent(args.target, unstable=args.unstable, strict=args.strict)
     from .agent.serve import run_agent
 
-    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze)
+    on_server = None
+    if args.metrics_listen or args.otel:
+        from .observability import stdio_hook
+
+        try:
+            on_server = stdio_hook(args.metrics_listen, args.otel, limits)
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: {exc}") from None
+    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze, on_server=on_server)
     if status:
         # Tasks were abandoned (R14): one may hold a thread the interpreter's exit would join.
         sys.stdout.flush()

@@ -19,6 +19,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "validate": ("jsonschema", "acp"),
     "plot": ("matplotlib",),
     "store": ("redis",),
+    "metrics": ("prometheus_client",),
+    "otel": ("opentelemetry.trace", "opentelemetry.propagate"),
 }
 
 

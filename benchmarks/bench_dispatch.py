@@ -94,7 +94,7 @@ class Wired:
             writer = Writer(loop, limits)
             conn = Connection(loop, writer, limits)
             self.agent: Any = DemoAgent()
-            AgentServer(self.agent, conn)
+            self.server: AgentServer | None = AgentServer(self.agent, conn)
             reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
             into = MemoryTransport(loop, Unwatched(), immediate=True)
             into.connect(reader, zero_copy=False)  # data_received, as before the shared transport
@@ -104,6 +104,8 @@ class Wired:
             self.eof = into.close
         else:
             from acp.agent.connection import AgentSideConnection  # what acp.run_agent uses
+
+            self.server = None
 
             async def build() -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
                 # The SDK's connection starts its sender task at construction: it needs a running loop.

@@ -1,6 +1,7 @@
 """Per-request CPU of the inline path, in process: µs per pipelined request, optionally profiled.
 
-    python benchmarks/per_request.py [--method set_mode|new] [--n 100000] [--chunk 256] [--profile] [--gc-default]
+    python benchmarks/per_request.py [--method set_mode|new|stream] [--n 100000] [--chunk 256] [--profile]
+        [--gc-default] [--metrics | --compare-metrics]
 
 Feeds ``n`` pipelined requests, ``chunk`` lines per read, through the product
 read path (ReadProtocol -> LineFramer -> Connection -> AgentServer with the
@@ -9,6 +10,13 @@ median (and min) CPU µs per request over five runs. The collector is set up as
 ``acp-fast demo`` sets it (``gc.freeze`` and ``YOUNG_GC_THRESHOLD``, see
 agent/serve.py) unless ``--gc-default`` keeps CPython's defaults. Issue 15's end-to-end numbers come from
 ``acp-fast bench``; this isolates the connection layer from the pipes.
+
+``--method stream`` sends prompts of the demo's ``stream 1000 0`` (1,000
+updates each, no pacing) instead, and reports CPU µs per update and updates
+per CPU second. ``--metrics`` serves with Prometheus metrics on (the
+connection's requests timed, as ``--metrics`` does); ``--compare-metrics``
+alternates runs off and on in the same process and prints both and the ratio
+(issue 24's cost check).
 """
 
 from __future__ import annotations
@@ -43,9 +51,22 @@ def _chunks(method: str, n: int, chunk: int, session: str, first_id: int) -> lis
     ]
 
 
-def run(method: str, n: int, chunk: int, profile: bool) -> float:
+STREAM_WORDS = 1000
+
+
+def run(method: str, n: int, chunk: int, profile: bool, metrics: bool = False) -> float:
     w, ids = _setup("uvloop", "acp_fast", 1)
-    chunks = _chunks(method, n, chunk, ids[0], 1000)
+    if metrics:
+        from acp_fast.observability.metrics import Metrics
+
+        assert w.server is not None
+        Metrics().attach(None, w.server)
+    if method == "stream":
+        prompt = {"sessionId": ids[0], "prompt": [{"type": "text", "text": f"stream {STREAM_WORDS} 0"}]}
+        chunks = [_lines([_request(1000 + i, "session/prompt", prompt)]) for i in range(max(1, n // STREAM_WORDS))]
+        n = len(chunks) * STREAM_WORDS  # the cost is per update
+    else:
+        chunks = _chunks(method, n, chunk, ids[0], 1000)
     sizes = [c.count(b"\n") for c in chunks]
     prof = cProfile.Profile() if profile else None
     t0 = time.process_time()  # CPU time: the shared machine makes wall time noisy
@@ -65,12 +86,14 @@ def run(method: str, n: int, chunk: int, profile: bool) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--method", choices=["set_mode", "new"], default="set_mode")
+    ap.add_argument("--method", choices=["set_mode", "new", "stream"], default="set_mode")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--gc-default", action="store_true", help="keep CPython's collector settings")
+    ap.add_argument("--metrics", action="store_true", help="with Prometheus metrics on")
+    ap.add_argument("--compare-metrics", action="store_true", help="alternate runs with metrics off and on")
     a = ap.parse_args()
     if not a.gc_default:  # as the served agent runs (run_agent with freeze_gc, the CLI's default)
         gc.freeze()
@@ -78,9 +101,22 @@ def main() -> None:
     if a.method == "new":
         a.n = min(a.n, 9000)  # one connection holds at most Limits.max_sessions (10,000)
     if a.profile:
-        run(a.method, a.n, a.chunk, True)
+        run(a.method, a.n, a.chunk, True, a.metrics)
         return
-    us = [run(a.method, a.n, a.chunk, False) for _ in range(a.runs)]
+    if a.compare_metrics:
+        off: list[float] = []
+        on: list[float] = []
+        for _ in range(a.runs):  # interleaved, so drift on a shared machine hits both alike
+            off.append(run(a.method, a.n, a.chunk, False, False))
+            on.append(run(a.method, a.n, a.chunk, False, True))
+        m_off, m_on = statistics.median(off), statistics.median(on)
+        unit = "us CPU/update" if a.method == "stream" else "us CPU/request"
+        print(f"{a.method}: metrics off median {m_off:.3f}, on {m_on:.3f} {unit}: {100 * (m_on / m_off - 1):+.1f} %")
+        if a.method == "stream":
+            print(f"updates per CPU second: off {1e6 / m_off:,.0f}, on {1e6 / m_on:,.0f}")
+        print(orjson.dumps({"method": a.method, "off": off, "on": on}).decode())
+        return
+    us = [run(a.method, a.n, a.chunk, False, a.metrics) for _ in range(a.runs)]
     runs = ", ".join(f"{u:.3f}" for u in us)
     print(f"{a.method}: median {statistics.median(us):.3f}, min {min(us):.3f} us CPU/request (runs {runs})")
     print(orjson.dumps({"method": a.method, "median_us": statistics.median(us), "runs": us}).decode())

@@ -113,6 +113,7 @@ class Job:
         """
         if not self.token.cancel(reason):
             return
+        self.request.cancel_received()
         task = self.task
         if task is not None and self.started and not task.done():
             task.cancel(reason)

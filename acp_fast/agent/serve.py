@@ -9,7 +9,7 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any
 
@@ -40,13 +40,19 @@ async def serve_stdio(
     limits: Limits | None = None,
     stdin_fd: int = 0,
     stdout_fd: int = 1,
+    on_server: Callable[[AgentServer], Awaitable[None]] | None = None,
 ) -> AgentServer:
-    """Serve ``agent`` over stdin/stdout until EOF; returns after the shutdown completed."""
+    """Serve ``agent`` over stdin/stdout until EOF; returns after the shutdown completed.
+
+    ``on_server`` runs once the server exists, before anything is read (``--metrics-listen`` instruments it).
+    """
     limits = limits or Limits()
     loop = asyncio.get_running_loop()
     writer = Writer(loop, limits)
     conn = Connection(loop, writer, limits)
     server = AgentServer(agent, conn)
+    if on_server is not None:
+        await on_server(server)
     reader = ReadProtocol(conn, new_framer(limits), limits.read_buffer_bytes)
     await connect_stdio(loop, reader, writer, stdin_fd, stdout_fd)
     stop = _install_signal_handlers(loop, reader)
@@ -95,6 +101,7 @@ def run_agent(
     limits: Limits | None = None,
     use_uvloop: bool = True,
     freeze_gc: bool = False,
+    on_server: Callable[[AgentServer], Awaitable[None]] | None = None,
 ) -> int:
     """Run ``agent`` on stdio until EOF or SIGTERM/SIGINT; return the exit status.
 
@@ -124,7 +131,7 @@ def run_agent(
     warn_if_fallback()
     runner = asyncio.Runner(loop_factory=factory)
     try:
-        runner.run(serve_stdio(agent, limits))
+        runner.run(serve_stdio(agent, limits, on_server=on_server))
         loop = runner.get_loop()
         leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
     except BaseException:

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h11
 import orjson
@@ -42,6 +42,7 @@ from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeRes
 
 from ..agent.base import Agent
 from ..agent.serve import _abandon
+from ..extras import require
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
@@ -57,6 +58,11 @@ from .front import Front
 from .http import HttpChannel, StreamSink, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
+
+if TYPE_CHECKING:
+    from ..observability.access_log import AccessLog
+    from ..observability.metrics import Metrics
+    from ..observability.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +115,12 @@ class AcpHost:
         allowed_origins: Collection[str] = (),
         web_console: bool = False,
         session_store: str | SessionStore | None = None,
+        metrics: bool = False,
+        metrics_listen: str | None = None,
+        otel: bool = False,
+        tracer_provider: Any = None,
+        access_log: str | None = None,
+        metrics_group: str | None = None,
     ) -> None:
         self.agent_factory = agent_factory
         self.limits = limits or Limits()
@@ -128,6 +140,17 @@ class AcpHost:
         self.refused: dict[int, int] = {}
         self.accepted = 0
         self.web_console = WebConsole() if web_console else None  # GET / (hosting/web_console.py)
+        # GET /metrics (metrics) and/or a listener of its own (metrics_listen): observability/metrics.py.
+        self.metrics_listen = ListenAddress.parse(metrics_listen) if metrics_listen else None
+        if self.metrics_listen is not None and self.metrics_listen.unix_path is not None:
+            raise ValueError("metrics_listen takes HOST:PORT (a unix socket is not served)")
+        self.metrics = _open_metrics(self) if metrics or metrics_listen else None
+        self.metrics_here = metrics  # GET /metrics on the hosting port too
+        self.metrics_group = metrics_group  # --workers N: the sockets the workers read each other's metrics on
+        self.metrics_port = 0  # the metrics listener's port, once listening
+        # OpenTelemetry spans per request and per turn (observability/tracing.py); the provider defaults to the global.
+        self.tracing = _open_tracing(tracer_provider) if otel or tracer_provider is not None else None
+        self.access_log = _open_access_log(access_log) if access_log else None  # observability/access_log.py
 
     # -- listening -------------------------------------------------------------------------------
     async def start(self, address: ListenAddress, *, reuse_port: bool = False) -> None:
@@ -148,6 +171,13 @@ class AcpHost:
         )
         if self.web_console is not None:  # the console's own (loopback) origin may use /acp
             self.allowed_origins |= loopback_origins(self.port)
+        if self.metrics is not None:
+            self.metrics.start()
+            if self.metrics_group is not None:
+                await self.metrics.join_group(self.metrics_group, self.limits)
+            if self.metrics_listen is not None:
+                at = self.metrics_listen
+                self.metrics_port = await self.metrics.listen(at.host, at.port or 0, self.limits)
 
     def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
@@ -162,6 +192,8 @@ class AcpHost:
         channel.start(already_read)
 
     def _http_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
+        if self.access_log is not None:
+            self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
         path = request.target.split(b"?", 1)[0]
         if path == self.path:
             self._acp_request(channel, request, body)
@@ -172,6 +204,12 @@ class AcpHost:
                 channel.respond(503, b"draining\n", close=True)
             else:
                 channel.respond(200, b"ready\n", close=True)
+        elif path == b"/metrics" and self.metrics is not None and self.metrics_here:
+            # The auth hook applies, as on /acp: a scrape config sends the bearer token (docs/OBSERVABILITY.md).
+            if self.authorize is not None and self._principal(headers_map(request)) is None:
+                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
+                return
+            self.metrics.answer_http(channel, self.limits)
         elif self.web_console is not None and self.web_console.serves(path):
             status, page, headers, kind = self.web_console.answer(request.method, request.target, headers_map(request))
             channel.respond(status, page, headers, content_type=kind)
@@ -218,6 +256,12 @@ class AcpHost:
             peer.end()
             return
         self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER), headers.get("Last-Event-ID"))
+
+    def _who(self, request: h11.Request) -> tuple[str | None, str | None]:
+        """The access log's (principal, connection id) of a request: those of the connection it names."""
+        connection_id = headers_map(request).get(CONNECTION_ID_HEADER)
+        peer = self._http.get(connection_id) if connection_id else None
+        return (peer.principal if peer is not None else None), connection_id
 
     def _http_peer(self, connection_id: str, principal: str | None) -> SsePeer | None:
         """The connection, if it exists, has not ended and belongs to this principal (else: unknown, 404)."""
@@ -417,6 +461,8 @@ class AcpHost:
         self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None
     ) -> WSUpgradeResponseWithListener:
         self._count_refused(status)
+        if self.access_log is not None:
+            self.access_log.ws_refused(self.path.decode(), int(status))
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
@@ -440,6 +486,12 @@ class AcpHost:
                 peer.close(CLOSE_INTERNAL, b"agent could not be created")
             return False
         self.accepted += 1
+        if self.metrics is not None:
+            self.metrics.attach(peer, server)
+        if self.tracing is not None:
+            self.tracing.attach(server, "websocket" if isinstance(peer, WsPeer) else "http")
+        if self.access_log is not None and isinstance(peer, WsPeer):
+            self.access_log.ws_started(peer, principal)
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
         return True
@@ -459,6 +511,12 @@ class AcpHost:
                 log.exception("connection %s: parking its sessions failed", peer.connection_id)
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
+            if self.metrics is not None:
+                self.metrics.detach(peer)
+            if self.access_log is not None:
+                self.access_log.ws_ended(peer, self.path.decode())
+            if self.tracing is not None:
+                self.tracing.detach(server)
             if isinstance(peer, SsePeer):
                 self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -478,6 +536,8 @@ class AcpHost:
             await self._drained.wait()
             return
         self.draining = True
+        if self.tracing is not None:
+            self.tracing.drain()
         self._drained = drained = asyncio.Event()
         peers = list(self._peers)
         log.info("draining %d connection(s)", len(peers))
@@ -496,6 +556,8 @@ class AcpHost:
         if self._server is not None:
             self._server.close()
         await self.detached.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
 
     async def close(self) -> None:
         """Drain, then release the listening socket."""
@@ -526,6 +588,28 @@ class AcpHost:
 
 
 _SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
+
+
+def _open_metrics(host: AcpHost) -> Metrics:
+    """Import the metrics module only now: a host without metrics never loads prometheus_client."""
+    require("metrics", "--metrics / --metrics-listen")
+    from ..observability.metrics import Metrics
+
+    return Metrics(host)
+
+
+def _open_access_log(fmt: str) -> AccessLog:
+    from ..observability.access_log import AccessLog
+
+    return AccessLog(fmt)
+
+
+def _open_tracing(tracer_provider: Any) -> Tracing:
+    """Import the tracing module only now: a host without --otel never loads opentelemetry."""
+    require("otel", "--otel")
+    from ..observability.tracing import Tracing
+
+    return Tracing(tracer_provider)
 
 
 class _StreamSink(StreamSink):
@@ -571,11 +655,21 @@ async def serve_ws(
     allowed_origins: Collection[str] = (),
     web_console: bool = False,
     session_store: str | SessionStore | None = None,
+    metrics: bool = False,
+    metrics_listen: str | None = None,
+    otel: bool = False,
+    tracer_provider: Any = None,
+    access_log: str | None = None,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
 
     ``session_store``: where parked sessions wait (``memory``, ``sqlite:PATH``,
     ``redis://HOST:PORT/DB`` or a :class:`SessionStore`); None is memory.
+    ``metrics``: serve ``GET /metrics`` on this port; ``metrics_listen``
+    (``HOST:PORT``): serve it on a port of its own instead (the metrics extra).
+    ``otel``: OpenTelemetry spans per request and per prompt turn, through
+    ``tracer_provider`` or the global one (the otel extra). ``access_log``:
+    ``text`` or ``json``, one stderr line per HTTP request and WebSocket connection.
     """
     acp_host = AcpHost(
         agent_factory,
@@ -585,6 +679,11 @@ async def serve_ws(
         allowed_origins=allowed_origins,
         web_console=web_console,
         session_store=session_store,
+        metrics=metrics,
+        metrics_listen=metrics_listen,
+        otel=otel,
+        tracer_provider=tracer_provider,
+        access_log=access_log,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -603,6 +702,11 @@ def run_host(
     web_console: bool = False,
     session_store: str | None = None,
     freeze_gc: bool = False,
+    metrics: bool = False,
+    metrics_listen: str | None = None,
+    otel: bool = False,
+    access_log: str | None = None,
+    metrics_group: str | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
@@ -610,16 +714,34 @@ def run_host(
     (they are left behind, not awaited: ``Runner.close`` would wait for
     ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store`` as for :func:`serve_ws`.
+    ``session_store``, ``metrics``, ``metrics_listen``, ``otel`` and ``access_log`` as for :func:`serve_ws`;
+    ``metrics_group``: with ``--workers N``, the directory where the workers serve each other their metrics.
     """
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
+        if metrics or metrics_listen or otel:  # imported before the freeze: frozen with the rest
+            from ..observability import preload
+
+            preload(bool(metrics or metrics_listen), otel)
         gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
     try:
         runner.run(
             _run(
-                agent_factory, address, limits, authorize, allowed_origins, kind, reuse_port, web_console, session_store
+                agent_factory,
+                address,
+                limits,
+                authorize,
+                allowed_origins,
+                kind,
+                reuse_port,
+                web_console,
+                session_store,
+                metrics=metrics,
+                metrics_listen=metrics_listen,
+                otel=otel,
+                access_log=access_log,
+                metrics_group=metrics_group,
             )
         )
         loop = runner.get_loop()
@@ -651,6 +773,12 @@ async def _run(
     reuse_port: bool,
     web_console: bool = False,
     session_store: str | None = None,
+    *,
+    metrics: bool = False,
+    metrics_listen: str | None = None,
+    otel: bool = False,
+    access_log: str | None = None,
+    metrics_group: str | None = None,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -659,6 +787,11 @@ async def _run(
         allowed_origins=allowed_origins,
         web_console=web_console,
         session_store=session_store,
+        metrics=metrics,
+        metrics_listen=metrics_listen,
+        otel=otel,
+        access_log=access_log,
+        metrics_group=metrics_group,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()
@@ -675,6 +808,8 @@ async def _run(
         name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
         url = f"http://{f'[{name}]' if ':' in name else name}:{host.port}/"
         print(f"acp-fast: web console at {url}", file=sys.stderr, flush=True)
+    if host.metrics_listen is not None:
+        print(f"acp-fast: metrics at http://{host.metrics_listen.host}:{host.metrics_port}/metrics", file=sys.stderr)
     await stop.wait()
     log.info("signal received: draining")
     await host.drain()

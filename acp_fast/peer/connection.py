@@ -245,6 +245,9 @@ class IncomingRequest:
                 writer.route(ERROR, self.id, None)
             writer.write(data)
 
+    def cancel_received(self) -> None:
+        """The first cancel of this request's job arrived; a metrics subclass notes the time (observability/)."""
+
     def flush(self) -> None:
         """Send the answer now instead of at the end of the loop turn."""
         self._conn.writer.flush()
@@ -350,6 +353,10 @@ class Connection:
         self.drop_if: Callable[[], bool] | None = None
         #: Messages dropped by ``drop_if``.
         self.dropped_late = 0
+        #: What incoming requests are made as: metrics swap in a timing subclass (observability/), else this.
+        self.request_type: type[IncomingRequest] = IncomingRequest
+        #: Called with the code of each bad line answered (-32700, -32600, ...), when metrics count them.
+        self.on_bad_input: Callable[[int], None] | None = None
         writer.on_failure = self._writer_failed
 
     # -- registration ------------------------------------------------------------
@@ -598,6 +605,7 @@ class Connection:
         in_flight = self._incoming
         handlers = self._request_handlers
         resume_at = self.limits.max_inbox // 2
+        make_request = self.request_type
         while inbox:
             if writer.paused and self.input_state is not _ENDED:
                 await self._hold_for_output()
@@ -615,7 +623,7 @@ class Connection:
                 if rid in in_flight:
                     self._duplicate_id(rid)
                     continue
-                incoming = in_flight[rid] = IncomingRequest(self, rid, req.method, req.params)
+                incoming = in_flight[rid] = make_request(self, rid, req.method, req.params)
                 for name, handler in handlers:
                     self._current_handler = name
                     try:
@@ -638,6 +646,8 @@ class Connection:
             else:
                 bad: _BadLine = item  # type: ignore[assignment]
                 self._write_error(bad.id, jsonrpc.encode_error(bad.id, bad.error))
+                if self.on_bad_input is not None:
+                    self.on_bad_input(bad.error.code)
 
     async def _hold_for_output(self) -> None:
         """Dispatch nothing while stdout is above its high-water mark (R26).

@@ -195,6 +195,13 @@ SSE_REPLAY_BYTES = 256 * KiB
 #: should free the memory of a client that stopped reading sooner.
 OUTPUT_STALL_TIMEOUT_S = 30.0
 
+#: Scrapes ``--metrics-listen`` serves at once; a connection beyond them is
+#: closed unanswered. One Prometheus server holds one connection per target
+#: (two or three while a slow scrape overlaps the next); 8 leaves room for a
+#: second Prometheus and an ``acp-fast top`` without letting a flood of idle
+#: sockets hold tasks (each also bounded by ``handshake_timeout_s``).
+MAX_METRICS_CONNECTIONS = 8
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -239,6 +246,8 @@ class Limits:
     sse_replay_bytes: int = SSE_REPLAY_BYTES
     # WebSocket and live-connection admission
     output_stall_timeout_s: float = OUTPUT_STALL_TIMEOUT_S
+    # Observability
+    max_metrics_connections: int = MAX_METRICS_CONNECTIONS
 
     def __post_init__(self) -> None:
         for f in fields(self):
