@@ -102,7 +102,11 @@ def test_lines_with_their_route_land_where_parsing_them_would_put_them(steps: li
     assert _run(steps, routed=True) == _run(steps, routed=False)
 
 
-def test_a_hosted_streamable_http_walk_never_parses_an_outgoing_line(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("metrics", [False, True], ids=["plain", "metrics-on"])
+def test_a_hosted_streamable_http_walk_never_parses_an_outgoing_line(
+    run: Any, monkeypatch: pytest.MonkeyPatch, metrics: bool
+) -> None:
+    """Also with metrics on, whose timed requests write their answers themselves."""
     parsed: list[bytes] = []
     real = StreamRouter._route
 
@@ -134,5 +138,5 @@ def test_a_hosted_streamable_http_walk_never_parses_an_outgoing_line(run: Any, m
         assert (await c.delete()).status == 202
         c.close()
 
-    run(with_host(body))
+    run(with_host(body, metrics=metrics))
     assert parsed == []

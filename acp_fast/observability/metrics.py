@@ -38,6 +38,7 @@ from ..peer.connection import Connection, IncomingRequest
 from ..wire import jsonrpc
 from ..wire.errors import PromptInProgress, ServerBusy, from_exception
 from ..wire.limits import Limits
+from ..wire.routes import ANSWER
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +255,10 @@ class TimedRequest(IncomingRequest):
         self.answered = True
         conn = self._conn
         conn._incoming.pop(self.id, None)
-        conn.writer.write(data)
+        writer = conn.writer
+        if writer.routed:  # Streamable HTTP: the answer's route goes with it (wire/routes.py)
+            writer.route(ANSWER, self.id, None)
+        writer.write(data)
         seconds = _clock() - self.started
         method = self.method
         pending = self.ok.get(method)
