@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 _WS_LOGGER = logging.getLogger("acp_fast.hosting.ws")
 _HEAD_END = b"\r\n\r\n"
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
 
 
 class Front(asyncio.Protocol):
@@ -52,20 +53,32 @@ class Front(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        if not self._host.front_opened(self):  # too many sockets serve no connection yet
+            self._transport.write(_BUSY)
+            self._transport.close()
+            return
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self._host.limits.handshake_timeout_s, self._transport.abort)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._stop_timer()
+        self._host.front_closed(self)
+
+    def drain(self) -> None:
+        """The host drains: a socket still sending its first head is closed."""
+        self._stop_timer()
+        if self._transport is not None:
+            self._transport.close()
 
     def data_received(self, data: bytes) -> None:
         buf = self._buf
         buf += data
-        end = buf.find(_HEAD_END)
+        limit = self._host.limits.max_request_head_bytes
+        end = buf.find(_HEAD_END, 0, limit + len(_HEAD_END))  # the limit holds however the bytes arrive
         transport = self._transport
         assert transport is not None
         if end < 0:
-            if len(buf) > self._host.limits.max_request_head_bytes:
+            if len(buf) > limit:
                 self._stop_timer()
                 transport.write(
                     b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -73,6 +86,7 @@ class Front(asyncio.Protocol):
                 transport.close()
             return
         self._stop_timer()
+        self._host.front_closed(self)
         if _is_websocket_upgrade(buf, end):
             hand_to_picows(transport, bytes(buf), self._host._route, self._host.limits, unix=self._unix)
         else:

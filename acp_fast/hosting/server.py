@@ -27,6 +27,7 @@ import contextlib
 import gc
 import hashlib
 import logging
+import secrets
 import signal
 import sys
 import uuid
@@ -35,7 +36,6 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-import h11
 import orjson
 from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
@@ -49,10 +49,11 @@ from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
 from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
+from .auth import duplicate_header
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
-from .http import HttpChannel, StreamSink, headers_map
+from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
 
@@ -120,6 +121,10 @@ class AcpHost:
         self.draining = False
         self._peers: dict[WsPeer | SsePeer, asyncio.Task[None]] = {}
         self._http: dict[str, SsePeer] = {}  # Streamable HTTP connections by Acp-Connection-Id
+        # HTTP front: sockets reading their first head, HTTP sockets, and how many of those serve no connection
+        self._fronts: set[Front] = set()
+        self._channels: set[HttpChannel] = set()
+        self._unbound_channels = 0
         self._server: asyncio.Server | None = None
         self._drained: asyncio.Event | None = None
         self.binary_frames = 0
@@ -147,20 +152,72 @@ class AcpHost:
         if self.web_console is not None:  # the console's own (loopback) origin may use /acp
             self.allowed_origins |= loopback_origins(self.port)
 
+    # -- the HTTP front: sockets before they serve an ACP connection ------------------------------
+    @property
+    def unbound_sockets(self) -> int:
+        """Sockets reading their first head, and HTTP sockets that never addressed a live connection."""
+        return len(self._fronts) + self._unbound_channels
+
+    def front_opened(self, front: Front) -> bool:
+        """A socket was accepted: count it, or refuse it (503) past ``max_unbound_sockets``."""
+        if self.unbound_sockets >= self.limits.max_unbound_sockets:
+            self._count_refused(503)
+            return False
+        self._fronts.add(front)
+        return True
+
+    def front_closed(self, front: Front) -> None:
+        """The front is done with a socket: it was lost, or handed over (an HTTP channel counts it anew)."""
+        self._fronts.discard(front)
+
     def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
-        limits = self.limits
         channel = HttpChannel(
-            transport,
-            self._http_request,
-            max_head_bytes=limits.max_request_head_bytes,
-            max_body_bytes=limits.max_line_bytes,
-            idle_timeout_s=limits.ping_interval_s,
+            transport, self._http_request, self.limits, admit=self._http_admit, on_lost=self._http_channel_lost
         )
+        self._channels.add(channel)
+        self._unbound_channels += 1
+        channel.draining = self.draining  # answered (readyz says 503), then closed
         channel.start(already_read)
 
-    def _http_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
-        path = request.target.split(b"?", 1)[0]
+    def _http_channel_lost(self, channel: HttpChannel) -> None:
+        self._channels.discard(channel)
+        self._bind(channel)
+
+    def _bind(self, channel: HttpChannel) -> None:
+        """The socket serves a live ACP connection (or is gone): it no longer counts as unbound."""
+        if not channel.bound:
+            channel.bound = True
+            self._unbound_channels -= 1
+
+    def _http_admit(self, channel: HttpChannel, request: Request) -> bool:
+        """On the request head, before any body byte is kept: one Authorization, Origin (403), auth (401).
+
+        A refusal is answered here and the body is never read. A POST that
+        would start a connection may carry ``max_initialize_body_bytes``.
+        """
+        if request.path != self.path:
+            request.max_body = min(request.max_body, self.limits.max_request_head_bytes)  # no other path takes a body
+            return True
+        if duplicate_header(header_pairs(request), "Authorization"):
+            self._http_refuse(channel, 400, "more than one Authorization header")
+            return False
+        headers = headers_map(request)
+        origin = headers.get("Origin")
+        if origin is not None and origin not in self.allowed_origins:
+            self._http_refuse(channel, 403, "origin not allowed")
+            return False
+        if self.authorize is not None:
+            request.principal = self._principal(headers)
+            if request.principal is None:
+                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
+                return False
+        if request.method == b"POST" and CONNECTION_ID_HEADER not in headers:
+            request.max_body = min(request.max_body, self.limits.max_initialize_body_bytes)
+        return True
+
+    def _http_request(self, channel: HttpChannel, request: Request, body: bytes) -> None:
+        path = request.path
         if path == self.path:
             self._acp_request(channel, request, body)
         elif path == b"/healthz":
@@ -177,19 +234,10 @@ class AcpHost:
             channel.respond(404, b"404 Not Found", close=True)
 
     # -- the Streamable HTTP profile -----------------------------------------------------------------
-    def _acp_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
-        """One request of the Streamable HTTP profile; the same Origin and auth rules as an upgrade, every time."""
+    def _acp_request(self, channel: HttpChannel, request: Request, body: bytes) -> None:
+        """One request of the Streamable HTTP profile, admitted on its head (``_http_admit``) like an upgrade."""
         headers = headers_map(request)
-        origin = headers.get("Origin")
-        if origin is not None and origin not in self.allowed_origins:
-            self._http_refuse(channel, 403, "origin not allowed")
-            return
-        principal: str | None = None
-        if self.authorize is not None:
-            principal = self._principal(headers)
-            if principal is None:
-                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
-                return
+        principal = request.principal
         method = request.method
         connection_id = headers.get(CONNECTION_ID_HEADER)
         if method == b"POST":
@@ -208,6 +256,7 @@ class AcpHost:
         if peer is None:
             self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
             return
+        self._bind(channel)
         if method == b"DELETE":
             channel.respond(202)
             peer.end()
@@ -262,6 +311,7 @@ class AcpHost:
         if peer is None:
             self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
             return
+        self._bind(channel)
         session = headers.get(SESSION_ID_HEADER)
         wrong = peer.router.check(message, session)
         if wrong is not None:
@@ -285,12 +335,19 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             self._http_refuse(channel, 503, "connection limit reached", [("Retry-After", "1")])
             return
-        peer = SsePeer(uuid.uuid4().hex, self.limits, principal)
+        if channel.connections_created >= self.limits.max_initialize_per_socket:
+            self._count_refused(503)
+            channel.respond(503, b"this socket opened its share of connections; reconnect\n", close=True)
+            return
+        channel.connections_created += 1
+        # The id is a capability for its principal (without auth: a bearer secret): 128 random bits.
+        peer = SsePeer(secrets.token_hex(16), self.limits, principal)
         if not self._start_peer(peer, principal):
             peer.abort()
             channel.respond(500, b"agent could not be created\n")
             return
         self._http[peer.connection_id] = peer
+        self._bind(channel)
         respond = _responder(channel, "application/json")
         peer.initialize(body, message, respond)
 
@@ -403,7 +460,7 @@ class AcpHost:
                 agent, conn, sessions=sessions, pool=pool, detached=self.detached, principal=principal
             )
         except Exception:
-            log.exception("could not create the agent for connection %s", peer.connection_id)
+            log.exception("could not create the agent for connection %s", peer.connection_id[:8])
             if isinstance(peer, WsPeer):
                 peer.close(CLOSE_INTERNAL, b"agent could not be created")
             return False
@@ -416,7 +473,7 @@ class AcpHost:
         try:
             await server.conn.run()
         except Exception:
-            log.exception("connection %s failed", peer.connection_id)
+            log.exception("connection %s failed", peer.connection_id[:8])
         finally:
             # A drain parks too when another process can take the sessions over (issue 25, item 3).
             handover = not self.draining or self.detached.shared
@@ -424,7 +481,7 @@ class AcpHost:
             try:
                 await server.release_sessions(park)
             except Exception:
-                log.exception("connection %s: parking its sessions failed", peer.connection_id)
+                log.exception("connection %s: parking its sessions failed", peer.connection_id[:8])
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
             if isinstance(peer, SsePeer):
@@ -451,13 +508,17 @@ class AcpHost:
         log.info("draining %d connection(s)", len(peers))
         for peer in peers:
             peer.end(CLOSE_GOING_AWAY)
+        for channel in list(self._channels):  # HTTP sockets between or inside requests close now
+            channel.drain()
+        for front in list(self._fronts):  # sockets still sending their first head
+            front.drain()
         limits = self.limits
         bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
         if self._peers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(drained.wait(), timeout=bound)
         for peer in list(self._peers):
-            log.warning("connection %s outlived the drain bound; dropping it", peer.connection_id)
+            log.warning("connection %s outlived the drain bound; dropping it", peer.connection_id[:8])
             peer.abort()
         self.detached.clear()
         drained.set()
