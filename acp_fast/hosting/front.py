@@ -77,7 +77,8 @@ class Front(asyncio.Protocol):
         end = buf.find(_HEAD_END, 0, limit + len(_HEAD_END))  # the limit holds however the bytes arrive
         transport = self._transport
         assert transport is not None
-        if end < 0:
+        bare = end < 0 and buf.find(b"\n\n", 0, limit + 2) >= 0  # bare-LF lines: the HTTP side answers 400
+        if end < 0 and not bare:
             if len(buf) > limit:
                 self._stop_timer()
                 transport.write(
@@ -87,7 +88,7 @@ class Front(asyncio.Protocol):
             return
         self._stop_timer()
         self._host.front_closed(self)
-        if _is_websocket_upgrade(buf, end):
+        if not bare and _is_websocket_upgrade(buf, end):
             hand_to_picows(transport, bytes(buf), self._host._route, self._host.limits, unix=self._unix)
         else:
             self._host.http_channel(transport, bytes(buf))

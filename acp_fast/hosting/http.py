@@ -497,10 +497,10 @@ class HttpChannel(asyncio.Protocol):
         self.transport.write(out)
         self._request = None
         if close:
-            if unread:
-                self._linger()
-            else:
+            if self._eof and not unread:
                 self._close()
+            else:  # more may come (a pipelined request, a body): closing now could reset away the answer
+                self._linger()
             return
         self._state = _HEAD
         self._set_paused(_HELD, False)
@@ -512,10 +512,12 @@ class HttpChannel(asyncio.Protocol):
         self.transport.close()
 
     def _linger(self) -> None:
-        """Closed before the body was read: end our side, discard what still comes for a moment, then drop.
+        """The answer closes the socket: end our side, discard what still comes for a moment, then drop.
 
-        Closing at once with unread bytes makes the kernel reset the connection,
-        and a reset can destroy the answer before the client reads it.
+        The client may still be sending (a refused body, pipelined requests):
+        closing at once with unread bytes makes the kernel reset the
+        connection, and a reset can destroy the answer before the client reads
+        it. A client that closes its side ends the linger at once.
         """
         self._state = _LINGER
         self._buf = bytearray()
@@ -544,7 +546,7 @@ class HttpChannel(asyncio.Protocol):
     def drain(self) -> None:
         """The host drains: a socket between requests or inside one closes now, one owed an answer after it."""
         self.draining = True
-        if self._state in (_HEAD, _BODY):
+        if self._state in (_HEAD, _BODY, _LINGER):
             self._close()
 
     # -- event streams ------------------------------------------------------------------------------
