@@ -491,6 +491,8 @@ class HttpChannel(asyncio.Protocol):
             out += b"Content-Length: %d\r\n" % len(body)
         if close:
             out += b"Connection: close\r\n"
+        elif request is not None and request.version == b"HTTP/1.0":
+            out += b"Connection: keep-alive\r\n"  # an HTTP/1.0 client assumes close unless told
         out += _CRLF
         if request is None or request.method != b"HEAD":
             out += body
