@@ -49,6 +49,7 @@ _HEAD_END = b"\r\n\r\n"
 
 # channel states
 _HEAD, _ADMIT, _BODY, _BUSY, _STREAM, _LINGER, _CLOSED = range(7)
+_IDLE = 7  # a timer kind: a keep-alive socket waiting for its next request
 # reasons reading is paused
 _HELD, _BACKLOG = 1, 2
 
@@ -318,7 +319,7 @@ class HttpChannel(asyncio.Protocol):
             elif self._buf:
                 self._arm(_HEAD, self._head_timeout_s, self._timed_out)
             else:
-                self._arm(_BUSY, self._idle_timeout_s, self._close)  # an idle keep-alive socket
+                self._arm(_IDLE, self._idle_timeout_s, self._close)  # an idle keep-alive socket
         elif state == _BODY:
             self._arm(_BODY, self._body_timeout_s, self._timed_out)
         elif state in (_BUSY, _ADMIT, _STREAM):
