@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from acp_fast.hosting import AcpHost, bearer_token
 from acp_fast.hosting.auth import duplicate_header
+from acp_fast.hosting.http import BadRequest, parse_head
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import with_host
 from tests.http_helpers import HttpAcpClient, request
@@ -581,3 +582,23 @@ def test_property_random_chunkings_get_well_formed_answers_and_the_server_serves
         assert host.unbound_sockets <= 1
 
     run(with_host(body))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    head=st.one_of(
+        st.binary(max_size=300),
+        st.lists(st.sampled_from(_KEEP + _CLOSE + _INVALID), min_size=1, max_size=2).flatmap(
+            lambda parts: st.integers(0, len(b"".join(parts))).map(lambda cut: b"".join(parts)[:cut])
+        ),
+    )
+)
+def test_property_the_head_parser_answers_any_bytes_with_a_request_or_a_status(head: bytes) -> None:
+    """No input makes parse_head raise anything but BadRequest (a 4xx/5xx the channel answers)."""
+    try:
+        request = parse_head(head.split(b"\r\n\r\n", 1)[0])
+    except BadRequest as exc:
+        assert 400 <= exc.status < 600
+    else:
+        assert request.method and request.target[:1] in (b"/", b"*")
+        assert request.content_length >= 0 and not (request.chunked and request.content_length)
