@@ -42,7 +42,7 @@ _BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 
 class Front(asyncio.Protocol):
     """Reads one request head and gives the socket to picows (upgrade) or to the HTTP channel."""
 
-    __slots__ = ("_buf", "_host", "_timer", "_transport", "_unix")
+    __slots__ = ("_buf", "_host", "_refused", "_timer", "_transport", "_unix")
 
     def __init__(self, host: AcpHost, unix: bool) -> None:
         self._host = host
@@ -50,14 +50,18 @@ class Front(asyncio.Protocol):
         self._buf = bytearray()
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
-        if not self._host.front_opened(self):  # too many sockets serve no connection yet
-            self._transport.write(_BUSY)
-            self._transport.close()
-            return
         loop = asyncio.get_running_loop()
+        if not self._host.front_opened(self):  # too many sockets serve no connection yet
+            self._refused = True  # what the client still sends is discarded: a reset could lose the 503
+            self._transport.write(_BUSY)
+            if self._transport.can_write_eof():
+                self._transport.write_eof()
+            self._timer = loop.call_later(self._host.limits.http_linger_s, self._transport.abort)
+            return
         self._timer = loop.call_later(self._host.limits.handshake_timeout_s, self._transport.abort)
 
     def connection_lost(self, exc: BaseException | None) -> None:
@@ -71,6 +75,8 @@ class Front(asyncio.Protocol):
             self._transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         buf = self._buf
         buf += data
         limit = self._host.limits.max_request_head_bytes
@@ -78,17 +84,12 @@ class Front(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         bare = end < 0 and buf.find(b"\n\n", 0, limit + 2) >= 0  # bare-LF lines: the HTTP side answers 400
-        if end < 0 and not bare:
-            if len(buf) > limit:
-                self._stop_timer()
-                transport.write(
-                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                )
-                transport.close()
+        if end < 0 and not bare and len(buf) <= limit:
             return
+        # A whole head, or one past the limit (the HTTP side answers 431 and lingers before closing)
         self._stop_timer()
         self._host.front_closed(self)
-        if not bare and _is_websocket_upgrade(buf, end):
+        if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
             hand_to_picows(transport, bytes(buf), self._host._route, self._host.limits, unix=self._unix)
         else:
             self._host.http_channel(transport, bytes(buf))
