@@ -602,3 +602,18 @@ def test_property_the_head_parser_answers_any_bytes_with_a_request_or_a_status(h
     else:
         assert request.method and request.target[:1] in (b"/", b"*")
         assert request.content_length >= 0 and not (request.chunked and request.content_length)
+
+
+# -- issue 22 item 4: an initialize whose id acp_fast refuses is answered at once ----------------------------
+@pytest.mark.parametrize("rid", [1.5, True, None, 2**63, [1]])
+def test_an_initialize_with_a_refused_id_is_answered_at_once(run: Any, rid: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        reader, writer = await connect(host)
+        writer.write(post(json.dumps({**INIT, "id": rid}).encode()))
+        answer = await read_response(reader)
+        assert answer is not None and answer.status == 400, answer
+        assert json.loads(answer.body)["error"]["code"] == -32600
+        assert host.counts["http_connections"] == 0 and host.counts["connections"] == 0
+        writer.close()
+
+    run(with_host(body))

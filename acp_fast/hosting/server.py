@@ -299,7 +299,11 @@ class AcpHost:
             return
         is_initialize = message.get("method") == "initialize" and "id" in message
         if connection_id is None:
-            if is_initialize:
+            if is_initialize and not _valid_request_id(message["id"]):
+                # Its -32600 could never be matched to this POST (the error carries no id): answer it here.
+                error = InvalidRequest("Invalid Request: id must be a string or an int64 integer")
+                self._json_error(channel, jsonrpc.encode_error(None, error))
+            elif is_initialize:
                 self._http_initialize(channel, body, message, principal)
             else:
                 self._http_refuse(channel, 400, "Missing Acp-Connection-Id (only initialize starts a connection)")
@@ -570,6 +574,11 @@ class _StreamSink(StreamSink):
 
     def channel_lost(self, channel: HttpChannel) -> None:
         self._peer.reader_lost(channel)
+
+
+def _valid_request_id(value: Any) -> bool:
+    """A request id acp_fast answers under (JSON-RPC: a string or a number; here integers within int64)."""
+    return type(value) is str or (type(value) is int and -(2**63) <= value < 2**63)
 
 
 def _responder(channel: HttpChannel, content_type: str = "text/plain") -> Respond:
