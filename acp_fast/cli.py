@@ -59,7 +59,7 @@ _HELP = {
     "ws_deflate": "--listen: accept permessage-deflate when a client offers it, without context takeover",
     "ping_interval_s": "--listen: ping a connection idle this long",
     "ping_timeout_s": "--listen: close a connection whose ping is unanswered this long",
-    "handshake_timeout_s": "--listen: seconds to complete the upgrade request",
+    "handshake_timeout_s": "--listen: seconds to send a request head (from connecting, or from its first byte)",
     "max_request_head_bytes": "--listen: longest HTTP request head; longer ones get 431",
     "drain_flush_s": "--listen: seconds after a drain's shutdown for close frames to leave (R29)",
     "cors_max_age_s": "--listen: seconds a browser may cache a CORS preflight answer (--allow-origin); 0: never",
@@ -70,6 +70,13 @@ _HELP = {
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
     "max_metrics_connections": "--metrics-listen: scrapes served at once; more are closed unanswered",
+    # HTTP front
+    "max_unbound_sockets": "--listen: sockets not yet serving an ACP connection; the next gets 503",
+    "http_request_timeout_s": "--listen: seconds an HTTP request body may take after its head (408 else)",
+    "http_linger_s": "--listen: seconds a socket refused before its body was read keeps discarding input",
+    "max_initialize_per_socket": "--listen: ACP connections one keep-alive HTTP socket may open (503 else)",
+    "max_initialize_body_bytes": "--listen: largest body of a POST without Acp-Connection-Id (413 else)",
+    "max_chunk_line_bytes": "--listen: longest chunk-size line of a chunked request body (400 else)",
 }
 
 

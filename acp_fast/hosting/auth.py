@@ -1,16 +1,38 @@
-"""Ready-made auth hooks for ``AcpHost(authorize=...)``.
+"""Ready-made auth hooks for ``AcpHost(authorize=...)``, and the header rule both profiles apply first.
 
-A hook sees the upgrade request's headers and answers accept or refuse (401)
-before any ACP traffic. ``Acp-Connection-Id`` is never consulted: it is a
-label the server hands out, not a secret the client proves.
+A hook sees the request's headers and answers accept or refuse (401) before
+any ACP traffic (on the Streamable HTTP profile: on each request's head, before
+its body is read). A request carrying two ``Authorization`` headers is refused
+400 before the hook runs, on both profiles, so no two readers can disagree on
+which one counts.
+
+``Acp-Connection-Id`` is not a credential the hook sees, but on the Streamable
+HTTP profile it is a capability: it is honoured only for the principal that
+opened the connection, and without an auth hook (every client the same
+anonymous principal) whoever holds it may use the connection. It is 128
+random bits and never logged in full (docs/HOSTING.md, Security).
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from .server import Authorize
+if TYPE_CHECKING:
+    from .server import Authorize
+
+
+def duplicate_header(pairs: Iterable[tuple[str, str]], name: str) -> bool:
+    """Whether the header ``name`` (any case) occurs more than once among ``pairs``."""
+    wanted = name.lower()
+    seen = False
+    for key, _ in pairs:
+        if key.lower() == wanted:
+            if seen:
+                return True
+            seen = True
+    return False
 
 
 def bearer_token(token: str) -> Authorize:

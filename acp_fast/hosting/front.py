@@ -49,12 +49,13 @@ class _NoWireDumps(logging.LoggerAdapter[logging.Logger]):
 
 _WS_LOGGER = _NoWireDumps(logging.getLogger("acp_fast.hosting.ws"), {})
 _HEAD_END = b"\r\n\r\n"
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
 
 
 class Front(asyncio.Protocol):
     """Reads one request head and gives the socket to picows (upgrade) or to the HTTP channel."""
 
-    __slots__ = ("_buf", "_host", "_timer", "_transport", "_unix")
+    __slots__ = ("_buf", "_host", "_refused", "_timer", "_transport", "_unix")
 
     def __init__(self, host: AcpHost, unix: bool) -> None:
         self._host = host
@@ -62,31 +63,46 @@ class Front(asyncio.Protocol):
         self._buf = bytearray()
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
         loop = asyncio.get_running_loop()
+        if not self._host.front_opened(self):  # too many sockets serve no connection yet
+            self._refused = True  # what the client still sends is discarded: a reset could lose the 503
+            self._transport.write(_BUSY)
+            if self._transport.can_write_eof():
+                self._transport.write_eof()
+            self._timer = loop.call_later(self._host.limits.http_linger_s, self._transport.abort)
+            return
         self._timer = loop.call_later(self._host.limits.handshake_timeout_s, self._transport.abort)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._stop_timer()
+        self._host.front_closed(self)
+
+    def drain(self) -> None:
+        """The host drains: a socket still sending its first head is closed."""
+        self._stop_timer()
+        if self._transport is not None:
+            self._transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         buf = self._buf
         buf += data
-        end = buf.find(_HEAD_END)
+        limit = self._host.limits.max_request_head_bytes
+        end = buf.find(_HEAD_END, 0, limit + len(_HEAD_END))  # the limit holds however the bytes arrive
         transport = self._transport
         assert transport is not None
-        if end < 0:
-            if len(buf) > self._host.limits.max_request_head_bytes:
-                self._stop_timer()
-                transport.write(
-                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                )
-                transport.close()
+        bare = end < 0 and buf.find(b"\n\n", 0, limit + 2) >= 0  # bare-LF lines: the HTTP side answers 400
+        if end < 0 and not bare and len(buf) <= limit:
             return
+        # A whole head, or one past the limit (the HTTP side answers 431 and lingers before closing)
         self._stop_timer()
-        if _is_websocket_upgrade(buf, end):
+        self._host.front_closed(self)
+        if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
             hand_to_picows(transport, bytes(buf), self._host._route, self._host.limits, unix=self._unix)
         else:
             self._host.http_channel(transport, bytes(buf))

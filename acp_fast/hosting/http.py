@@ -1,31 +1,187 @@
-"""One HTTP/1.1 socket after the front: requests parsed by h11, answered in order.
+"""One HTTP/1.1 socket after the front: a strict RFC 9112 request parser, answers in order.
 
-h11 is sans-IO: this class feeds it the socket's bytes and writes what it
-produces, so keep-alive, pipelining (the next request is parsed only after
-the answer to the previous one went out), ``Content-Length`` and chunked
-bodies, ``Connection: close`` and HTTP/1.0 clients are h11's rules, not ours.
-A body above ``max_line_bytes`` (one ACP message) is refused ``413``.
+Why a parser of our own and not h11: the front must authorize on the request
+head before any body byte is kept, bound every head however its bytes arrive,
+refuse what RFC 9112 calls faulty framing (``Content-Length`` beside
+``Transfer-Encoding``, bare-LF lines, chunk sizes that overflow), answer any
+number of pipelined requests from a loop, and pause reading while answers are
+owed. h11 sits between the socket and each of those rules (it accepts a
+complete 64 KiB head in one read, reads bare LF, prefers ``Transfer-Encoding``
+over ``Content-Length``); checks around it would re-parse what it parsed. A
+server side that only reads requests and writes ``Content-Length`` answers and
+one chunked event stream is small enough to own.
 
-A request is handed to ``handler(channel, request, body)``, which answers it
-with ``respond`` (now or later: the channel reads no further request
-meanwhile, and stops reading the socket while a held request waits) or turns
-the socket into a long-lived event stream with ``start_stream``.
+What it does:
+
+- a head (request line and fields) of at most ``max_request_head_bytes``
+  (431 past it) that must be complete ``handshake_timeout_s`` after its first
+  byte (408); a keep-alive socket with no request waits ``idle_timeout_s``;
+- ``admit(channel, request)`` runs on the complete head (Origin, auth): a
+  refusal is answered without reading the body, the socket then closes
+  after a short linger that discards what the client still sends;
+- a body (``Content-Length`` or chunked, at most ``request.max_body``, 413
+  past it) that must be complete ``http_request_timeout_s`` after its head;
+- ``handler(channel, request, body)`` answers with ``respond`` (now or later:
+  meanwhile nothing further is parsed, and reading pauses once a pipelined
+  request waits) or turns the socket into an event stream (``start_stream``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
+import re
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-import h11
+from ..wire.limits import Limits
 
-log = logging.getLogger(__name__)
+Handler = Callable[["HttpChannel", "Request", bytes], None]
+Admit = Callable[["HttpChannel", "Request"], bool]
 
-Handler = Callable[["HttpChannel", h11.Request, bytes], None]
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_TARGET = re.compile(rb"[\x00-\x20\x7f-\xff]")
+_VERSION = re.compile(rb"HTTP/([0-9])\.([0-9])\Z")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}\Z")  # 16 hex digits: 2**64, far past any body we take
+_CRLF = b"\r\n"
+_HEAD_END = b"\r\n\r\n"
+
+# channel states
+_HEAD, _ADMIT, _BODY, _BUSY, _STREAM, _LINGER, _CLOSED = range(7)
+_IDLE = 7  # a timer kind: a keep-alive socket waiting for its next request
+# reasons reading is paused
+_HELD, _BACKLOG = 1, 2
+
+
+class BadRequest(Exception):
+    """A request that cannot be read as RFC 9112 says: answered with ``status`` and the socket closed."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+class Request:
+    """One request head, as parsed; ``principal`` and ``max_body`` are set by admission."""
+
+    __slots__ = (
+        "chunked",
+        "content_length",
+        "expect_continue",
+        "headers",
+        "keep_alive",
+        "max_body",
+        "method",
+        "path",
+        "principal",
+        "target",
+        "version",
+    )
+
+    def __init__(self, method: bytes, target: bytes, version: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        self.method = method
+        self.target = target  # origin-form: path and query
+        self.path = target.split(b"?", 1)[0]
+        self.version = version
+        self.headers = headers  # names lowercased, in arrival order
+        self.principal: str | None = None
+        self.max_body = 0
+        self.content_length = 0
+        self.chunked = False
+        self.keep_alive = True
+        self.expect_continue = False
+
+    def values(self, name: bytes) -> list[bytes]:
+        return [v for k, v in self.headers if k == name]
+
+    @property
+    def has_body(self) -> bool:
+        return self.chunked or self.content_length > 0
+
+
+def parse_head(head: bytes) -> Request:
+    """The request line and fields (``head`` without its final CRLF CRLF), or ``BadRequest``."""
+    lines = head.split(_CRLF)
+    if any(b"\n" in line or b"\r" in line for line in lines):
+        raise BadRequest(400, "a line of the request head does not end in CRLF")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not all(parts):
+        raise BadRequest(400, "malformed request line")
+    method, target, version = parts
+    if not _TOKEN.match(method):
+        raise BadRequest(400, "malformed method")
+    found = _VERSION.match(version)
+    if found is None:
+        raise BadRequest(400, "malformed HTTP version")
+    if found.group(1) != b"1":
+        raise BadRequest(505, "only HTTP/1.0 and HTTP/1.1 are served")
+    if _BAD_TARGET.search(target):
+        raise BadRequest(400, "malformed request target")
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        if line[:1] in (b" ", b"\t"):
+            raise BadRequest(400, "obsolete line folding is not accepted")
+        name, sep, value = line.partition(b":")
+        if not sep or not _TOKEN.match(name):
+            raise BadRequest(400, "malformed header field")
+        value = value.strip(b" \t")
+        if _BAD_VALUE.search(value):
+            raise BadRequest(400, "a header field value holds a control character")
+        headers.append((name.lower(), value))
+    request = Request(method, _origin_form(method, target), version, headers)
+    _framing(request)
+    return request
+
+
+def _origin_form(method: bytes, target: bytes) -> bytes:
+    """The path and query of an origin-form or absolute-form target (RFC 9112 §3.2: a server must take both)."""
+    if target.startswith(b"/"):
+        return target
+    lower = target.lower()
+    for scheme in (b"http://", b"https://"):
+        if lower.startswith(scheme):
+            rest = target[len(scheme) :]
+            cut = min((i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0), default=len(rest))
+            if cut == 0:
+                raise BadRequest(400, "an absolute-form target needs a host")
+            path = rest[cut:]
+            return path if path.startswith(b"/") else b"/" + path
+    if target == b"*" and method == b"OPTIONS":
+        return target
+    raise BadRequest(400, "the request target must be origin-form (/path) or absolute-form (http://host/path)")
+
+
+def _framing(request: Request) -> None:
+    """Body framing, Host, keep-alive and Expect, as RFC 9112 §6.3 and §9.3 say."""
+    http11 = request.version == b"HTTP/1.1"
+    te = request.values(b"transfer-encoding")
+    cl = request.values(b"content-length")
+    if te and cl:
+        raise BadRequest(400, "Content-Length and Transfer-Encoding together are refused (request smuggling)")
+    if te:
+        if not http11:
+            raise BadRequest(400, "Transfer-Encoding in an HTTP/1.0 request")
+        codings = [c.strip().lower() for c in b",".join(te).split(b",") if c.strip()]
+        if not codings or codings[-1] != b"chunked":
+            raise BadRequest(400, "a request's Transfer-Encoding must end in chunked")
+        if len(codings) > 1:
+            raise BadRequest(501, "only the chunked transfer coding is supported")
+        request.chunked = True
+    elif cl:
+        values = {v.strip() for v in b",".join(cl).split(b",")}
+        if len(values) != 1:
+            raise BadRequest(400, "conflicting Content-Length values")
+        value = values.pop()
+        if not value.isdigit() or len(value) > 18:
+            raise BadRequest(400, "malformed Content-Length")
+        request.content_length = int(value)
+    hosts = request.values(b"host")
+    if len(hosts) > 1 or (http11 and not hosts):
+        raise BadRequest(400, "an HTTP/1.1 request needs exactly one Host header")
+    tokens = {t.strip().lower() for v in request.values(b"connection") for t in v.split(b",")}
+    request.keep_alive = b"close" not in tokens if http11 else b"keep-alive" in tokens
+    request.expect_continue = http11 and any(v.lower() == b"100-continue" for v in request.values(b"expect"))
 
 
 class StreamSink:
@@ -39,66 +195,88 @@ class StreamSink:
 
 
 class HttpChannel(asyncio.Protocol):
-    """One HTTP/1.1 connection: parse with h11, hand each whole request to the handler."""
+    """One HTTP/1.1 connection: parse each request strictly, admit it on its head, answer in order."""
 
     def __init__(
         self,
         transport: asyncio.Transport,
         handler: Handler,
+        limits: Limits,
         *,
-        max_head_bytes: int,
-        max_body_bytes: int,
-        idle_timeout_s: float,
+        admit: Admit | None = None,
+        on_lost: Callable[[HttpChannel], None] | None = None,
     ) -> None:
         self.transport = transport
         self._handler = handler
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes)
-        self._max_body = max_body_bytes
-        self._max_head = max_head_bytes
-        self._idle_timeout_s = idle_timeout_s
-        self._request: h11.Request | None = None
+        self._admit = admit
+        self._on_lost = on_lost
+        self._max_head = limits.max_request_head_bytes
+        self._max_body = limits.max_line_bytes
+        self._max_chunk_line = limits.max_chunk_line_bytes
+        self._head_timeout_s = limits.handshake_timeout_s
+        self._body_timeout_s = limits.http_request_timeout_s
+        self._idle_timeout_s = limits.ping_interval_s
+        self._linger_s = limits.http_linger_s
+        self._buf = bytearray()
+        self._state = _HEAD
+        self._request: Request | None = None
         self._body = bytearray()
-        self._busy = False  # a request is with the handler; no further one is parsed
-        self._streaming = False
-        self._idle_timer: asyncio.TimerHandle | None = None
+        self._remaining = 0  # Content-Length bytes still to read, or the current chunk's
+        self._chunk_phase = 0  # 0 size line, 1 data, 2 CRLF after data, 3 trailers
+        self._trailer_bytes = 0
+        self._processing = False
+        self._paused = 0
+        self._eof = False
+        self.draining = False
+        self._must_linger = False  # the input is out of step (refused mid-request): discard before closing
+        self._chunked_out = True
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_kind = -1
         self.sink: StreamSink | None = None
         self.lost = False
         self._read_paused = False
         #: Headers every answer to the request being handled carries (CORS, hosting/cors.py); reset per request.
         self.response_headers: list[tuple[str, str]] = []
+        self.bound = False  # the host's: this socket serves (or served) a live ACP connection
+        self.connections_created = 0  # ACP connections this socket opened with initialize POSTs
 
     def start(self, already_read: bytes) -> None:
         """Take the socket over from the front, with the bytes it already read."""
         self.transport.set_protocol(self)
-        self._h11.receive_data(already_read)
+        self._buf += already_read
         self._process()
 
     # -- asyncio callbacks -----------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        self._cancel_idle()
-        try:
-            self._h11.receive_data(data)
-        except RuntimeError:  # data after the peer's own close: nothing more to parse
+        state = self._state
+        if state in (_LINGER, _CLOSED):
+            return  # a refused request's body, discarded
+        self._buf += data
+        if state == _STREAM:
+            if len(self._buf) > self._max_head:  # pipelined behind a stream that never ends
+                self.abort()
             return
-        if not self._busy:
-            self._process()
-        elif len(self._h11.trailing_data[0]) > self._max_head + self._max_body:
-            # pipelined past a held request or an open stream: more than one request's worth waits unparsed
-            self.transport.abort()
+        self._process()
 
     def eof_received(self) -> bool | None:
-        with contextlib.suppress(RuntimeError):
-            self._h11.receive_data(b"")
-        if not self._busy:
+        self._eof = True
+        if self._state in (_BUSY, _ADMIT):
+            return True  # answer what is owed, then close
+        if self._state == _HEAD and self._buf:
             self._process()
         return None
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.lost = True
-        self._cancel_idle()
+        self._state = _CLOSED
+        self._cancel_timer()
+        self._buf = bytearray()
+        self._body = bytearray()
         sink, self.sink = self.sink, None
         if sink is not None:
             sink.channel_lost(self)
+        if self._on_lost is not None:
+            self._on_lost(self)
 
     def pause_writing(self) -> None:
         if self.sink is not None:
@@ -108,49 +286,188 @@ class HttpChannel(asyncio.Protocol):
         if self.sink is not None:
             self.sink.channel_resume_writing(self)
 
-    # -- parsing ----------------------------------------------------------------------------
+    # -- parsing: one loop, never re-entered ----------------------------------------------------
     def _process(self) -> None:
-        conn = self._h11
-        while not self._busy and not self.lost:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                self._refuse(exc.error_status_hint, str(exc))
-                return
-            if event is h11.NEED_DATA:
-                if conn.their_state is h11.DONE or conn.their_state is h11.IDLE:
-                    self._arm_idle()
-                return
-            if event is h11.PAUSED:
-                return
-            if isinstance(event, h11.Request):
-                self._request = event
-                self._body = bytearray()
-                length = _header(event.headers, b"content-length")
-                if length is not None and length.isdigit() and int(length) > self._max_body:
-                    self._refuse(413, f"a request body holds one ACP message of at most {self._max_body} bytes")
-                    return
-            elif isinstance(event, h11.Data):
-                self._body += event.data
-                if len(self._body) > self._max_body:
-                    self._refuse(413, f"a request body holds one ACP message of at most {self._max_body} bytes")
-                    return
-            elif isinstance(event, h11.EndOfMessage):
-                request, self._request = self._request, None
-                assert request is not None
-                body, self._body = bytes(self._body), bytearray()
-                self._busy = True
-                self._handler(self, request, body)
-            elif isinstance(event, h11.ConnectionClosed):
-                self.transport.close()
-                return
+        """Parse and dispatch what is buffered. An answer given inside the handler does not recurse into here:
+        the loop itself goes on to the next request, so any number of pipelined requests costs no stack."""
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            while not self.lost:
+                state = self._state
+                if state == _HEAD:
+                    progressed = self._read_head()
+                elif state == _BODY:
+                    progressed = self._read_body()
+                else:
+                    break
+                if not progressed:
+                    break
+        except BadRequest as exc:
+            self._refuse(exc.status, str(exc))
+        finally:
+            self._processing = False
+        self._after_process()
+
+    def _after_process(self) -> None:
+        if self.lost:
+            return
+        state = self._state
+        backlog = state in (_BUSY, _ADMIT) and bool(self._buf)
+        self._set_paused(_BACKLOG, backlog)  # answers are owed and more requests wait: read no further
+        if state == _HEAD:
+            if self._eof or (self.draining and not self._buf):
+                self._close()
+            elif self._buf:
+                self._arm(_HEAD, self._head_timeout_s, self._timed_out)
+            else:
+                self._arm(_IDLE, self._idle_timeout_s, self._close)  # an idle keep-alive socket
+        elif state == _BODY:
+            self._arm(_BODY, self._body_timeout_s, self._timed_out)
+        elif state in (_BUSY, _ADMIT, _STREAM):
+            self._cancel_timer()
+
+    def _read_head(self) -> bool:
+        buf = self._buf
+        while buf[:2] == _CRLF:  # RFC 9112 §2.2: empty lines before a request line are ignored
+            del buf[:2]
+        end = buf.find(_HEAD_END, 0, self._max_head + 4)
+        bare = buf.find(b"\n\n", 0, self._max_head + 4)
+        if bare >= 0 and (end < 0 or bare < end):
+            raise BadRequest(400, "the request head does not end in CRLF CRLF")
+        if end < 0:
+            if len(buf) > self._max_head:
+                raise BadRequest(431, f"the request head exceeds {self._max_head} bytes")
+            return False
+        request = parse_head(bytes(buf[:end]))
+        del buf[: end + 4]
+        request.max_body = self._max_body
+        self._request = request
+        self._state = _ADMIT
+        if self._admit is not None and not self._admit(self, request):
+            if self._state == _ADMIT:  # the hook refused without answering
+                self._refuse(403, "refused")
+            return self._state == _HEAD
+        if request.content_length > request.max_body:
+            raise BadRequest(413, f"a request body holds one ACP message of at most {request.max_body} bytes")
+        if not request.has_body:
+            self._dispatch(b"")
+            return self._state == _HEAD
+        if request.expect_continue:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self._state = _BODY
+        self._body = bytearray()
+        self._remaining = request.content_length
+        self._chunk_phase = 0
+        self._trailer_bytes = 0
+        return True
+
+    def _read_body(self) -> bool:
+        request = self._request
+        assert request is not None
+        buf = self._buf
+        if not request.chunked:
+            take = min(self._remaining, len(buf))
+            self._body += buf[:take]
+            del buf[:take]
+            self._remaining -= take
+            if self._remaining:
+                return False
+            return self._body_done()
+        while True:
+            phase = self._chunk_phase
+            if phase == 1:
+                take = min(self._remaining, len(buf))
+                if not take:
+                    return False
+                self._body += buf[:take]
+                del buf[:take]
+                self._remaining -= take
+                if self._remaining:
+                    return False
+                self._chunk_phase = 2
+                continue
+            if phase == 2:
+                if len(buf) < 2:
+                    return False
+                if buf[:2] != _CRLF:
+                    raise BadRequest(400, "chunk data does not end in CRLF")
+                del buf[:2]
+                self._chunk_phase = 0
+                continue
+            limit = self._max_chunk_line if phase == 0 else self._max_head
+            line = self._line(limit)
+            if line is None:
+                return False
+            if phase == 3:
+                self._trailer_bytes += len(line) + 2
+                if self._trailer_bytes > self._max_head:
+                    raise BadRequest(431, "the trailer section is too large")
+                if not line:
+                    return self._body_done()
+                if not _TOKEN.match(line.partition(b":")[0]):
+                    raise BadRequest(400, "malformed trailer field")
+                continue
+            size, _, ext = line.partition(b";")
+            size = size.rstrip(b" \t")
+            if not _HEX.match(size):
+                raise BadRequest(400, "malformed or overflowing chunk size")
+            if _BAD_VALUE.search(ext):
+                raise BadRequest(400, "a chunk extension holds a control character")
+            n = int(size, 16)
+            if len(self._body) + n > request.max_body:
+                raise BadRequest(413, f"a request body holds one ACP message of at most {request.max_body} bytes")
+            if n == 0:
+                self._chunk_phase = 3
+            else:
+                self._remaining = n
+                self._chunk_phase = 1
+
+    def _line(self, limit: int) -> bytes | None:
+        """One CRLF-terminated line of at most ``limit`` bytes from the buffer (None: not yet complete)."""
+        buf = self._buf
+        end = buf.find(_CRLF, 0, limit + 2)
+        lf = buf.find(b"\n", 0, limit + 2)
+        if lf >= 0 and (end < 0 or lf < end + 1):
+            raise BadRequest(400, "a chunk line does not end in CRLF")
+        if end < 0:
+            if len(buf) > limit:
+                raise BadRequest(400, f"a chunk line exceeds {limit} bytes")
+            return None
+        line = bytes(buf[:end])
+        del buf[: end + 2]
+        if b"\r" in line:
+            raise BadRequest(400, "a bare CR in a chunk line")
+        return line
+
+    def _body_done(self) -> bool:
+        body, self._body = bytes(self._body), bytearray()
+        self._dispatch(body)
+        return self._state == _HEAD
+
+    def _dispatch(self, body: bytes) -> None:
+        request = self._request
+        assert request is not None
+        self._state = _BUSY
+        self._cancel_timer()
+        self._handler(self, request, body)
 
     def _refuse(self, status: int, text: str) -> None:
-        """A request that cannot be parsed or is too large: answer and close (the stream is out of step)."""
-        if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            with contextlib.suppress(h11.LocalProtocolError):
-                self._send_all(status, [(b"Content-Type", b"text/plain"), (b"Connection", b"close")], text.encode())
-        self.transport.close()
+        """A request that cannot be read, is refused on its head or timed out: answer, then close."""
+        if self._state in (_LINGER, _CLOSED) or self.lost:
+            return
+        if self._state != _STREAM:
+            self._state = _BUSY
+            self._must_linger = True
+            self.respond(status, text.encode() + b"\n", close=True)
+        else:
+            self.abort()
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        self._timer_kind = -1
+        self._refuse(408, "the request did not arrive in time")
 
     # -- answering ------------------------------------------------------------------------------
     def respond(
@@ -162,73 +479,113 @@ class HttpChannel(asyncio.Protocol):
         content_type: str = "text/plain",
         close: bool = False,
     ) -> None:
-        """Answer the request the handler holds; then parse the next one (keep-alive)."""
-        if self.lost or not self._busy:
+        """Answer the request the handler holds; then go on to the next one (keep-alive)."""
+        if self.lost or self._state not in (_BUSY, _ADMIT):
             return
-        head = [(b"Content-Type", content_type.encode())] if body or content_type != "text/plain" else []
-        head += [(k.encode(), v.encode()) for k, v in (*self.response_headers, *headers)]
+        request = self._request
+        unread = self._state == _ADMIT and request is not None and request.has_body
+        unread = unread or self._must_linger
+        close = close or unread or self.draining or request is None or not request.keep_alive
+        out = bytearray(b"HTTP/1.1 %d %s\r\n" % (status, _reason(status)))
+        if body or content_type != "text/plain":
+            out += b"Content-Type: %s\r\n" % content_type.encode("latin-1")
+        for name, value in (*self.response_headers, *headers):
+            out += b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1"))
+        if status >= 200 and status not in (204, 304):
+            out += b"Content-Length: %d\r\n" % len(body)
         if close:
-            head.append((b"Connection", b"close"))
-        try:
-            self._send_all(status, head, body)
-        except h11.LocalProtocolError:
-            self.transport.close()
-            return
-        self._next_cycle()
-
-    def _send_all(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-        conn = self._h11
-        if status != 204:  # a 204 has no body and must not say how long it is (RFC 9110 §8.6)
-            headers = [*headers, (b"Content-Length", str(len(body)).encode())]
-        out = conn.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
-        if body:
-            out = (out or b"") + (conn.send(h11.Data(data=body)) or b"")
-        out = (out or b"") + (conn.send(h11.EndOfMessage()) or b"")
+            out += b"Connection: close\r\n"
+        elif request is not None and request.version == b"HTTP/1.0":
+            out += b"Connection: keep-alive\r\n"  # an HTTP/1.0 client assumes close unless told
+        out += _CRLF
+        if request is None or request.method != b"HEAD":
+            out += body
         self.transport.write(out)
-
-    def _next_cycle(self) -> None:
-        conn = self._h11
-        self._busy = False
+        self._request = None
         self.response_headers = []
-        if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-            self.transport.close()
+        if close:
+            if self._eof and not unread:
+                self._close()
+            else:  # more may come (a pipelined request, a body): closing now could reset away the answer
+                self._linger()
             return
-        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-            conn.start_next_cycle()
-            self._process()
-        elif conn.their_state is not h11.DONE:
-            self.transport.close()  # answered before reading the whole body: the stream is out of step
+        self._state = _HEAD
+        self._set_paused(_HELD, False)
+        self._process()
+
+    def _close(self) -> None:
+        self._state = _CLOSED
+        self._cancel_timer()
+        self.transport.close()
+
+    def _linger(self) -> None:
+        """The answer closes the socket: end our side, discard what still comes for a moment, then drop.
+
+        The client may still be sending (a refused body, pipelined requests):
+        closing at once with unread bytes makes the kernel reset the
+        connection, and a reset can destroy the answer before the client reads
+        it. A client that closes its side ends the linger at once.
+        """
+        self._state = _LINGER
+        self._buf = bytearray()
+        self._set_paused(_HELD | _BACKLOG, False)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._arm(_LINGER, self._linger_s, self.transport.abort)
 
     def hold(self) -> None:
         """The handler keeps the request waiting: read nothing more from this socket meanwhile."""
-        if not self._read_paused and not self.lost:
-            self._read_paused = True
-            self.transport.pause_reading()
+        self._set_paused(_HELD, True)
 
     def release(self) -> None:
-        if self._read_paused and not self.lost:
-            self._read_paused = False
+        self._set_paused(_HELD, False)
+
+    def _set_paused(self, reason: int, on: bool) -> None:
+        before = self._paused
+        self._paused = before | reason if on else before & ~reason
+        if self.lost or bool(before) == bool(self._paused):
+            return
+        if self._paused:
+            self.transport.pause_reading()
+        else:
             self.transport.resume_reading()
+
+    def drain(self) -> None:
+        """The host drains: a socket between requests or inside one closes now, one owed an answer after it."""
+        self.draining = True
+        if self._state in (_HEAD, _BODY, _LINGER):
+            self._close()
 
     # -- event streams ------------------------------------------------------------------------------
     def start_stream(self, headers: Iterable[tuple[str, str]], sink: StreamSink) -> None:
-        """Answer 200 with a body that stays open: ``send`` writes to it, ``end_stream`` finishes it.
+        """Answer 200 with a chunked body that stays open: ``send`` writes to it, ``end_stream`` finishes it.
 
         The socket reports ``resume_writing`` whenever its buffer empties (limits 0/0), so the
         connection re-checks its flow control each time one of its streams drained.
         """
-        head = [(k.encode(), v.encode()) for k, v in (*self.response_headers, *headers)]
+        if self.lost:
+            return
+        request = self._request
+        self._chunked_out = request is None or request.version == b"HTTP/1.1"
+        out = bytearray(b"HTTP/1.1 200 OK\r\n")
+        for name, value in (*self.response_headers, *headers):
+            out += b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1"))
+        out += b"Transfer-Encoding: chunked\r\n\r\n" if self._chunked_out else b"Connection: close\r\n\r\n"
+        self.response_headers = []
         self.sink = sink
-        self._streaming = True
+        self._state = _STREAM
+        self._cancel_timer()
+        self._set_paused(_HELD | _BACKLOG, False)
         self.transport.set_write_buffer_limits(high=0, low=0)
-        self.transport.write(self._h11.send(h11.Response(status_code=200, headers=head, reason=b"OK")) or b"")
+        self.transport.write(out)
 
     def send(self, data: bytes) -> None:
-        if self.lost or not self._streaming:
+        if self.lost or self._state != _STREAM or not data:
             return
-        out = self._h11.send(h11.Data(data=data))
-        if out:
-            self.transport.write(out)
+        if self._chunked_out:
+            self.transport.writelines((b"%x\r\n" % len(data), data, _CRLF))
+        else:
+            self.transport.write(data)
 
     @property
     def buffered(self) -> int:
@@ -238,44 +595,40 @@ class HttpChannel(asyncio.Protocol):
         """Finish the stream's body and close the socket once it is written (the sink hears when)."""
         if self.lost:
             return
-        if self._streaming:
-            self._streaming = False
-            with contextlib.suppress(h11.LocalProtocolError):
-                self.transport.write(self._h11.send(h11.EndOfMessage()) or b"")
-        self.transport.close()
+        if self._state == _STREAM and self._chunked_out:
+            self.transport.write(b"0\r\n\r\n")
+        self._close()
 
     def abort(self) -> None:
         self.sink = None
+        self._state = _CLOSED
         if not self.lost:
             self.transport.abort()
 
-    # -- idle keep-alive sockets -----------------------------------------------------------------------
-    def _arm_idle(self) -> None:
-        if self._idle_timer is None and not self.lost:
-            self._idle_timer = asyncio.get_running_loop().call_later(self._idle_timeout_s, self.transport.close)
+    # -- timers ----------------------------------------------------------------------------------
+    def _arm(self, kind: int, seconds: float, callback: Callable[[], Any]) -> None:
+        """One timer per socket; re-arming the same kind keeps its deadline (a trickle does not restart it)."""
+        if self._timer_kind == kind and self._timer is not None:
+            return
+        self._cancel_timer()
+        self._timer_kind = kind
+        self._timer = asyncio.get_running_loop().call_later(seconds, callback)
 
-    def _cancel_idle(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-
-
-def header(request: h11.Request, name: bytes) -> str | None:
-    """One request header's value (h11 lowercases names), or None."""
-    value = _header(request.headers, name)
-    return None if value is None else value.decode("latin-1")
-
-
-def _header(headers: Any, name: bytes) -> bytes | None:
-    for key, value in headers:
-        if key == name:
-            return bytes(value)
-    return None
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_kind = -1
 
 
-def headers_map(request: h11.Request) -> dict[str, str]:
+def headers_map(request: Request) -> dict[str, str]:
     """The request's headers for the auth hook: case-insensitive lookup, last value of a repeated name."""
     return _CaseInsensitive((k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers)
+
+
+def header_pairs(request: Request) -> list[tuple[str, str]]:
+    """Every header as a (name, value) pair, repeats kept: for ``auth.duplicate_header``."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers]
 
 
 class _CaseInsensitive(dict[str, str]):

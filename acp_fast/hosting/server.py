@@ -28,6 +28,7 @@ import contextlib
 import gc
 import hashlib
 import logging
+import secrets
 import signal
 import sys
 import uuid
@@ -36,7 +37,6 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-import h11
 import orjson
 from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
@@ -52,10 +52,11 @@ from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
 from . import cors, subprotocol
+from .auth import duplicate_header
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
-from .http import HttpChannel, StreamSink, headers_map
+from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
 
@@ -134,6 +135,10 @@ class AcpHost:
         self.draining = False
         self._peers: dict[WsPeer | SsePeer, asyncio.Task[None]] = {}
         self._http: dict[str, SsePeer] = {}  # Streamable HTTP connections by Acp-Connection-Id
+        # HTTP front: sockets reading their first head, HTTP sockets, and how many of those serve no connection
+        self._fronts: set[Front] = set()
+        self._channels: set[HttpChannel] = set()
+        self._unbound_channels = 0
         self._server: asyncio.Server | None = None
         self._drained: asyncio.Event | None = None
         self.binary_frames = 0
@@ -179,22 +184,76 @@ class AcpHost:
                 at = self.metrics_listen
                 self.metrics_port = await self.metrics.listen(at.host, at.port or 0, self.limits)
 
+    # -- the HTTP front: sockets before they serve an ACP connection ------------------------------
+    @property
+    def unbound_sockets(self) -> int:
+        """Sockets reading their first head, and HTTP sockets that never addressed a live connection."""
+        return len(self._fronts) + self._unbound_channels
+
+    def front_opened(self, front: Front) -> bool:
+        """A socket was accepted: count it, or refuse it (503) past ``max_unbound_sockets``."""
+        if self.unbound_sockets >= self.limits.max_unbound_sockets:
+            self._count_refused(503)
+            return False
+        self._fronts.add(front)
+        return True
+
+    def front_closed(self, front: Front) -> None:
+        """The front is done with a socket: it was lost, or handed over (an HTTP channel counts it anew)."""
+        self._fronts.discard(front)
+
     def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
-        limits = self.limits
         channel = HttpChannel(
-            transport,
-            self._http_request,
-            max_head_bytes=limits.max_request_head_bytes,
-            max_body_bytes=limits.max_line_bytes,
-            idle_timeout_s=limits.ping_interval_s,
+            transport, self._http_request, self.limits, admit=self._http_admit, on_lost=self._http_channel_lost
         )
+        self._channels.add(channel)
+        self._unbound_channels += 1
+        channel.draining = self.draining  # answered (readyz says 503), then closed
         channel.start(already_read)
 
-    def _http_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
+    def _http_channel_lost(self, channel: HttpChannel) -> None:
+        self._channels.discard(channel)
+        self._bind(channel)
+
+    def _bind(self, channel: HttpChannel) -> None:
+        """The socket serves a live ACP connection (or is gone): it no longer counts as unbound."""
+        if not channel.bound:
+            channel.bound = True
+            self._unbound_channels -= 1
+
+    def _http_admit(self, channel: HttpChannel, request: Request) -> bool:
+        """On the request head, before any body byte is kept: one Authorization, Origin (403), auth (401).
+
+        A refusal is answered here and the body is never read. A POST that
+        would start a connection may carry ``max_initialize_body_bytes``.
+        """
+        if request.path != self.path:
+            request.max_body = min(request.max_body, self.limits.max_request_head_bytes)  # no other path takes a body
+            return True
+        if duplicate_header(header_pairs(request), "Authorization"):
+            self._http_refuse(channel, 400, "more than one Authorization header")
+            return False
+        headers = headers_map(request)
+        if cors.is_preflight(request.method, headers):
+            return True  # answered by _acp_request before auth: a preflight carries no credentials
+        if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
+            self._http_refuse(channel, 403, "origin not allowed")
+            return False
+        channel.response_headers = cors.response_headers(self.allowed_origins, headers)  # refusals too
+        if self.authorize is not None:
+            request.principal = self._principal(headers)
+            if request.principal is None:
+                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
+                return False
+        if request.method == b"POST" and CONNECTION_ID_HEADER not in headers:
+            request.max_body = min(request.max_body, self.limits.max_initialize_body_bytes)
+        return True
+
+    def _http_request(self, channel: HttpChannel, request: Request, body: bytes) -> None:
         if self.access_log is not None:
             self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
-        path = request.target.split(b"?", 1)[0]
+        path = request.path
         if path == self.path:
             self._acp_request(channel, request, body)
         elif path == b"/healthz":
@@ -217,22 +276,13 @@ class AcpHost:
             channel.respond(404, b"404 Not Found", close=True)
 
     # -- the Streamable HTTP profile -----------------------------------------------------------------
-    def _acp_request(self, channel: HttpChannel, request: h11.Request, body: bytes) -> None:
-        """One request of the Streamable HTTP profile; the same Origin and auth rules as an upgrade, every time."""
+    def _acp_request(self, channel: HttpChannel, request: Request, body: bytes) -> None:
+        """One request of the Streamable HTTP profile, admitted on its head (``_http_admit``) like an upgrade."""
         headers = headers_map(request)
         if cors.is_preflight(request.method, headers):  # before auth: a preflight carries no credentials
             self._preflight(channel, headers)
             return
-        if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
-            self._http_refuse(channel, 403, "origin not allowed")
-            return
-        channel.response_headers = cors.response_headers(self.allowed_origins, headers)
-        principal: str | None = None
-        if self.authorize is not None:
-            principal = self._principal(headers)
-            if principal is None:
-                self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
-                return
+        principal = request.principal
         method = request.method
         connection_id = headers.get(CONNECTION_ID_HEADER)
         if method == b"POST":
@@ -251,13 +301,14 @@ class AcpHost:
         if peer is None:
             self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
             return
+        self._bind(channel)
         if method == b"DELETE":
             channel.respond(202)
             peer.end()
             return
         self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER), headers.get("Last-Event-ID"))
 
-    def _who(self, request: h11.Request) -> tuple[str | None, str | None]:
+    def _who(self, request: Request) -> tuple[str | None, str | None]:
         """The access log's (principal, connection id) of a request: those of the connection it names."""
         connection_id = headers_map(request).get(CONNECTION_ID_HEADER)
         peer = self._http.get(connection_id) if connection_id else None
@@ -306,13 +357,11 @@ class AcpHost:
             return
         is_initialize = message.get("method") == "initialize" and "id" in message
         if connection_id is None:
-            if is_initialize and type(message["id"]) not in (str, int):
-                # Its answer is this POST's body, found by its id: an id no answer can be matched to
-                # (float, bool, null, object, array) is refused now, before an agent instance exists.
-                why = InvalidRequest("Invalid Request: initialize over HTTP needs a string or integer id")
-                self._json_error(channel, jsonrpc.encode_error(None, why))
-                return
-            if is_initialize:
+            if is_initialize and not _valid_request_id(message["id"]):
+                # Its -32600 could never be matched to this POST (the error carries no id): answer it here.
+                error = InvalidRequest("Invalid Request: id must be a string or an int64 integer")
+                self._json_error(channel, jsonrpc.encode_error(None, error))
+            elif is_initialize:
                 self._http_initialize(channel, body, message, principal)
             else:
                 self._http_refuse(channel, 400, "Missing Acp-Connection-Id (only initialize starts a connection)")
@@ -324,6 +373,7 @@ class AcpHost:
         if peer is None:
             self._http_refuse(channel, 404, "Unknown Acp-Connection-Id")
             return
+        self._bind(channel)
         session = headers.get(SESSION_ID_HEADER)
         wrong = peer.router.check(message, session)
         if wrong is not None:
@@ -347,12 +397,19 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             self._http_refuse(channel, 503, "connection limit reached", [("Retry-After", "1")])
             return
-        peer = SsePeer(uuid.uuid4().hex, self.limits, principal)
+        if channel.connections_created >= self.limits.max_initialize_per_socket:
+            self._count_refused(503)
+            channel.respond(503, b"this socket opened its share of connections; reconnect\n", close=True)
+            return
+        channel.connections_created += 1
+        # The id is a capability for its principal (without auth: a bearer secret): 128 random bits.
+        peer = SsePeer(secrets.token_hex(16), self.limits, principal)
         if not self._start_peer(peer, principal):
             peer.abort()
             channel.respond(500, b"agent could not be created\n")
             return
         self._http[peer.connection_id] = peer
+        self._bind(channel)
         respond = _responder(channel, "application/json")
         peer.initialize(body, message, respond)
 
@@ -481,7 +538,7 @@ class AcpHost:
                 agent, conn, sessions=sessions, pool=pool, detached=self.detached, principal=principal
             )
         except Exception:
-            log.exception("could not create the agent for connection %s", peer.connection_id)
+            log.exception("could not create the agent for connection %s", peer.connection_id[:8])
             if isinstance(peer, WsPeer):
                 peer.close(CLOSE_INTERNAL, b"agent could not be created")
             return False
@@ -500,7 +557,7 @@ class AcpHost:
         try:
             await server.conn.run()
         except Exception:
-            log.exception("connection %s failed", peer.connection_id)
+            log.exception("connection %s failed", peer.connection_id[:8])
         finally:
             # A drain parks too when another process can take the sessions over (issue 25, item 3).
             handover = not self.draining or self.detached.shared
@@ -508,7 +565,7 @@ class AcpHost:
             try:
                 await server.release_sessions(park)
             except Exception:
-                log.exception("connection %s: parking its sessions failed", peer.connection_id)
+                log.exception("connection %s: parking its sessions failed", peer.connection_id[:8])
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
             if self.metrics is not None:
@@ -543,13 +600,17 @@ class AcpHost:
         log.info("draining %d connection(s)", len(peers))
         for peer in peers:
             peer.end(CLOSE_GOING_AWAY)
+        for channel in list(self._channels):  # HTTP sockets between or inside requests close now
+            channel.drain()
+        for front in list(self._fronts):  # sockets still sending their first head
+            front.drain()
         limits = self.limits
         bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
         if self._peers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(drained.wait(), timeout=bound)
         for peer in list(self._peers):
-            log.warning("connection %s outlived the drain bound; dropping it", peer.connection_id)
+            log.warning("connection %s outlived the drain bound; dropping it", peer.connection_id[:8])
             peer.abort()
         self.detached.clear()
         drained.set()
@@ -625,6 +686,11 @@ class _StreamSink(StreamSink):
 
     def channel_lost(self, channel: HttpChannel) -> None:
         self._peer.reader_lost(channel)
+
+
+def _valid_request_id(value: Any) -> bool:
+    """A request id acp_fast answers under (JSON-RPC: a string or a number; here integers within int64)."""
+    return type(value) is str or (type(value) is int and -(2**63) <= value < 2**63)
 
 
 def _responder(channel: HttpChannel, content_type: str = "text/plain") -> Respond:

@@ -321,7 +321,7 @@ class SsePeer:
         if not self._readers:
             log.info(
                 "connection %s: no stream read for %.0f s; ending it",
-                self.connection_id,
+                self.connection_id[:8],
                 self.limits.ping_interval_s + self.limits.ping_timeout_s,
             )
             self.end()

@@ -140,7 +140,11 @@ PING_INTERVAL_S = 20.0
 #: A ping unanswered for this long closes the connection.
 PING_TIMEOUT_S = 20.0
 
-#: Seconds a client gets to complete the HTTP upgrade after connecting.
+#: Seconds a client gets to send a complete request head: the first from
+#: connecting (the upgrade, or an HTTP request), each later one on a keep-alive
+#: socket from its first byte, so a head trickled a byte at a time cannot hold
+#: the socket (nginx's ``client_header_timeout`` bounds the same; its 60 s
+#: serves slow links, and a head here is at most 16 KiB).
 HANDSHAKE_TIMEOUT_S = 5.0
 
 #: Longest HTTP request head (request line and headers) read before the socket
@@ -202,6 +206,45 @@ OUTPUT_STALL_TIMEOUT_S = 30.0
 #: sockets hold tasks (each also bounded by ``handshake_timeout_s``).
 MAX_METRICS_CONNECTIONS = 8
 
+# -- HTTP front: the Streamable HTTP profile's sockets (hosting/http.py) ---------------------
+
+#: Accepted sockets not (yet) serving an ACP connection: reading their first
+#: request head, or HTTP sockets that never addressed a live connection. Past
+#: it a new socket is answered 503 and closed before anything is read, so
+#: sockets that send nothing useful cannot use up the process's descriptors.
+#: nginx's ``limit_conn`` plays this part in front of a proxy; 1024 is the
+#: common default descriptor limit (``ulimit -n``) of one process.
+MAX_UNBOUND_SOCKETS = 1024
+
+#: Seconds an HTTP request's body may take from its head's end to its last
+#: byte; past it 408 and the socket closes (nginx's ``client_body_timeout``,
+#: 60 s, bounds the time between two reads; this bounds the whole body).
+HTTP_REQUEST_TIMEOUT_S = 60.0
+
+#: Seconds a socket answered before its request body was read (a refusal on
+#: the head: 401, 403, 413) keeps discarding what the client still sends before
+#: it is dropped: closing with unread bytes resets the connection and can
+#: destroy the answer (nginx's ``lingering_timeout`` is 5 s).
+HTTP_LINGER_S = 2.0
+
+#: ACP connections one keep-alive HTTP socket may open with ``initialize``
+#: POSTs; the next gets 503 and the socket closes, so one socket cannot fill
+#: ``max_connections`` at request rate. A client opens one connection per
+#: socket, or a few when it reconnects; 16 leaves room for that.
+MAX_INITIALIZE_PER_SOCKET = 16
+
+#: Largest body of a POST without ``Acp-Connection-Id`` (only ``initialize``
+#: may start a connection); 413 past it. An ``initialize`` is well under 1 KiB
+#: (client info and capabilities); 64 KiB leaves room for ``_meta``, and an
+#: unauthenticated client cannot make the host buffer ``max_line_bytes``.
+MAX_INITIALIZE_BODY_BYTES = 64 * KiB
+
+#: Longest chunk-size line of a chunked request body, extensions included;
+#: 400 past it. Node.js bounds chunk extensions (16 KiB per body) since
+#: CVE-2024-22019, where unbounded extensions let a client spend server CPU
+#: and memory without sending data; a size line needs 18 bytes.
+MAX_CHUNK_LINE_BYTES = 4 * KiB
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -248,6 +291,13 @@ class Limits:
     output_stall_timeout_s: float = OUTPUT_STALL_TIMEOUT_S
     # Observability
     max_metrics_connections: int = MAX_METRICS_CONNECTIONS
+    # HTTP front
+    max_unbound_sockets: int = MAX_UNBOUND_SOCKETS
+    http_request_timeout_s: float = HTTP_REQUEST_TIMEOUT_S
+    http_linger_s: float = HTTP_LINGER_S
+    max_initialize_per_socket: int = MAX_INITIALIZE_PER_SOCKET
+    max_initialize_body_bytes: int = MAX_INITIALIZE_BODY_BYTES
+    max_chunk_line_bytes: int = MAX_CHUNK_LINE_BYTES
 
     def __post_init__(self) -> None:
         for f in fields(self):
