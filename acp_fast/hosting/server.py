@@ -228,6 +228,8 @@ class AcpHost:
         A refusal is answered here and the body is never read. A POST that
         would start a connection may carry ``max_initialize_body_bytes``.
         """
+        if self.access_log is not None:  # on the head: a request refused here is logged too
+            self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
         if request.path != self.path:
             request.max_body = min(request.max_body, self.limits.max_request_head_bytes)  # no other path takes a body
             return True
@@ -251,8 +253,6 @@ class AcpHost:
         return True
 
     def _http_request(self, channel: HttpChannel, request: Request, body: bytes) -> None:
-        if self.access_log is not None:
-            self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
         path = request.path
         if path == self.path:
             self._acp_request(channel, request, body)
