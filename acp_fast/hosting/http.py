@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+from ..peer.flow import Pause, ReadPauses
 from ..wire.limits import Limits
 
 Handler = Callable[["HttpChannel", "Request", bytes], None]
@@ -51,7 +52,6 @@ _HEAD_END = b"\r\n\r\n"
 _HEAD, _ADMIT, _BODY, _BUSY, _STREAM, _LINGER, _CLOSED = range(7)
 _IDLE = 7  # a timer kind: a keep-alive socket waiting for its next request
 # reasons reading is paused
-_HELD, _BACKLOG = 1, 2
 
 
 class BadRequest(Exception):
@@ -225,7 +225,7 @@ class HttpChannel(asyncio.Protocol):
         self._chunk_phase = 0  # 0 size line, 1 data, 2 CRLF after data, 3 trailers
         self._trailer_bytes = 0
         self._processing = False
-        self._paused = 0
+        self._pauses = ReadPauses(self._pause_edge, self._close)
         self._eof = False
         self.draining = False
         self._must_linger = False  # the input is out of step (refused mid-request): discard before closing
@@ -234,7 +234,6 @@ class HttpChannel(asyncio.Protocol):
         self._timer_kind = -1
         self.sink: StreamSink | None = None
         self.lost = False
-        self._read_paused = False
         #: Headers every answer to the request being handled carries (CORS, hosting/cors.py); reset per request.
         self.response_headers: list[tuple[str, str]] = []
         self.bound = False  # the host's: this socket serves (or served) a live ACP connection
@@ -315,7 +314,7 @@ class HttpChannel(asyncio.Protocol):
             return
         state = self._state
         backlog = state in (_BUSY, _ADMIT) and bool(self._buf)
-        self._set_paused(_BACKLOG, backlog)  # answers are owed and more requests wait: read no further
+        self._pauses.set(Pause.BACKLOG, backlog)  # answers are owed and more requests wait: read no further
         if state == _HEAD:
             if self._eof or (self.draining and not self._buf):
                 self._close()
@@ -510,7 +509,7 @@ class HttpChannel(asyncio.Protocol):
                 self._linger()
             return
         self._state = _HEAD
-        self._set_paused(_HELD, False)
+        self._pauses.release(Pause.HELD)
         self._process()
 
     def _close(self) -> None:
@@ -528,24 +527,22 @@ class HttpChannel(asyncio.Protocol):
         """
         self._state = _LINGER
         self._buf = bytearray()
-        self._set_paused(_HELD | _BACKLOG, False)
+        self._pauses.release(Pause.HELD | Pause.BACKLOG)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._arm(_LINGER, self._linger_s, self.transport.abort)
 
     def hold(self) -> None:
         """The handler keeps the request waiting: read nothing more from this socket meanwhile."""
-        self._set_paused(_HELD, True)
+        self._pauses.hold(Pause.HELD)
 
     def release(self) -> None:
-        self._set_paused(_HELD, False)
+        self._pauses.release(Pause.HELD)
 
-    def _set_paused(self, reason: int, on: bool) -> None:
-        before = self._paused
-        self._paused = before | reason if on else before & ~reason
-        if self.lost or bool(before) == bool(self._paused):
+    def _pause_edge(self, paused: bool) -> None:
+        if self.lost:
             return
-        if self._paused:
+        if paused:
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
@@ -575,7 +572,7 @@ class HttpChannel(asyncio.Protocol):
         self.sink = sink
         self._state = _STREAM
         self._cancel_timer()
-        self._set_paused(_HELD | _BACKLOG, False)
+        self._pauses.release(Pause.HELD | Pause.BACKLOG)
         self.transport.set_write_buffer_limits(high=0, low=0)
         self.transport.write(out)
 

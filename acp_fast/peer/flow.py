@@ -31,6 +31,7 @@ class Pause(enum.IntFlag):
     OUTPUT = 2  # output above the high-water mark: producers wait, and so does input (R26)
     DRAIN = 4  # the host is draining: what the client sends now stays unread (R29)
     HELD = 8  # a request waits unanswered: its socket is not read meanwhile (HTTP)
+    BACKLOG = 16  # answers are owed and pipelined requests wait behind them: read no further (HTTP)
 
 
 class ReadPauses:
