@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("picows")
 
-from acp_fast.transports.ws import FrameWriter
+from acp_fast.peer.writer import Writer
+from acp_fast.transports.ws import frame_text
 from acp_fast.wire.limits import Limits
 
 
@@ -55,7 +56,7 @@ def test_every_message_is_one_text_frame_at_each_header_size_boundary(run: Any) 
 
 
 async def _boundaries() -> None:
-    writer = FrameWriter(asyncio.get_running_loop(), Limits())
+    writer = Writer(asyncio.get_running_loop(), Limits(), frame_text)
     out = Recorder()
     writer.attach(out)
     sizes = [2, 125, 126, 127, 65535, 65536, 70000, 3]
@@ -73,7 +74,7 @@ def test_the_messages_of_one_loop_turn_leave_in_one_write(run: Any) -> None:
 
 
 async def _one_turn() -> None:
-    writer = FrameWriter(asyncio.get_running_loop(), Limits())
+    writer = Writer(asyncio.get_running_loop(), Limits(), frame_text)
     out = Recorder()
     writer.attach(out)
     for i in range(5):
@@ -89,7 +90,7 @@ def test_a_message_without_the_encoders_newline_is_framed_whole(run: Any) -> Non
 
 
 async def _no_newline() -> None:
-    writer = FrameWriter(asyncio.get_running_loop(), Limits())
+    writer = Writer(asyncio.get_running_loop(), Limits(), frame_text)
     out = Recorder()
     writer.attach(out)
     writer.write(b'{"a":1}')

@@ -24,6 +24,12 @@ from typing import Any
 from ..wire.limits import Limits
 from ..wire.routes import Route
 
+#: How a transport frames each message on its way into the coalescing buffer:
+#: ``framing(buf, data)`` appends ``data`` (one encoded message ending in its
+#: newline) to ``buf`` as the transport sends it (a WebSocket frame, say).
+#: Without one, messages go in as they are: newline-delimited JSON.
+Framing = Callable[[bytearray, bytes], None]
+
 log = logging.getLogger(__name__)
 
 
@@ -34,8 +40,9 @@ class Writer:
     #: that sorts lines by where they go needs it; the others pay one attribute read).
     routed = False
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, framing: Framing | None = None) -> None:
         self._loop = loop
+        self._framing = framing
         self._high = limits.write_high_water
         self._low = limits.write_low_water
         self._flush_timeout = limits.flush_timeout_s
@@ -90,10 +97,14 @@ class Writer:
         if self.failed is not None or self._closed:
             return
         buf = self._buf
-        if not buf and len(data) >= self._high and self._transport is not None:
+        framing = self._framing
+        if framing is not None:
+            framing(buf, data)
+        elif not buf and len(data) >= self._high and self._transport is not None:
             self._send(data)  # one big message: no copy, nothing queued ahead of it
             return
-        buf += data
+        else:
+            buf += data
         if len(buf) >= self._high:
             self._flush()
         elif not self._flush_scheduled:

@@ -4,7 +4,7 @@ A message-oriented transport needs no line framer: each complete text
 message goes straight to the Connection's ``feed_line`` (the same decoder,
 inbox and dispatch as stdio), and ``feed_end`` follows the last frame of a
 socket read, so inline dispatch and answer coalescing behave as they do
-over a pipe. On the way out, ``FrameWriter`` frames each message as it is
+over a pipe. On the way out, ``frame_text`` frames each message as it is
 queued (header in front, the encoder's newline dropped), so the messages of
 one loop turn leave as consecutive text frames in one socket write, exactly
 as lines coalesce over stdio.
@@ -115,7 +115,7 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self.close_reason = b""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Hand frames already built by ``FrameWriter`` to the socket, and enforce the output cap.
+        """Hand frames already built by the Writer (``frame_text``) to the socket, and enforce the output cap.
 
         Frames go straight to the TCP transport, not through picows's
         ``send``: one write for all the frames of a loop turn, and no frame
@@ -191,8 +191,8 @@ class FrameWriteTransport(asyncio.WriteTransport):
         self._cap.cancel()
 
 
-class FrameWriter(Writer):
-    """The Writer of one WebSocket: each queued message becomes one text frame in the coalescing buffer.
+def frame_text(buf: bytearray, data: bytes) -> None:
+    """The WebSocket framing of the Writer (``peer/writer.py`` ``Framing``): each message one text frame.
 
     Every message the Connection writes is one encoded JSON-RPC message ending
     in the encoder's newline; here that newline is replaced by a frame header
@@ -200,50 +200,33 @@ class FrameWriter(Writer):
     own frame. The Writer's logic (flow control, R26, the flush bound) is
     unchanged; only how a message enters the buffer differs.
     """
-
-    def write(self, data: bytes) -> None:
-        if self.failed is not None or self._closed:
-            return
-        buf = self._buf
-        size = len(data)
-        newline = data.endswith(b"\n")
-        if newline:
-            size -= 1
-        if size < 126:
-            buf += _SHORT_HEADERS[size]
-        elif size < 65536:
-            buf += _HEADER_16(_FIN_TEXT, 126, size)
-        else:
-            buf += _HEADER_64(_FIN_TEXT, 127, size)
-        buf += data
-        if newline:
-            del buf[-1]
-        if len(buf) >= self._high:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+    size = len(data)
+    newline = data.endswith(b"\n")
+    if newline:
+        size -= 1
+    if size < 126:
+        buf += _SHORT_HEADERS[size]
+    elif size < 65536:
+        buf += _HEADER_16(_FIN_TEXT, 126, size)
+    else:
+        buf += _HEADER_64(_FIN_TEXT, 127, size)
+    buf += data
+    if newline:
+        del buf[-1]
 
 
-class DeflateFrameWriter(FrameWriter):
-    """A FrameWriter for a connection that agreed on permessage-deflate: each message compressed on its own."""
+class DeflateFraming:
+    """The framing of a connection that agreed on permessage-deflate: each message compressed on its own."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, limits: Limits, deflate: PerMessageDeflate) -> None:
-        super().__init__(loop, limits)
+    __slots__ = ("_deflate",)
+
+    def __init__(self, deflate: PerMessageDeflate) -> None:
         self._deflate = deflate
 
-    def write(self, data: bytes) -> None:
-        if self.failed is not None or self._closed:
-            return
+    def __call__(self, buf: bytearray, data: bytes) -> None:
         body = self._deflate.compress(memoryview(data)[:-1] if data.endswith(b"\n") else data)
-        buf = self._buf
         buf += text_frame_header(len(body), _FIN_TEXT | _RSV1)
         buf += body
-        if len(buf) >= self._high:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
 
 
 class WsPeer(WSListener):
@@ -291,7 +274,7 @@ class WsPeer(WSListener):
         self.ws = transport
         _forget_upgrade(transport)
         deflate = self.deflate
-        writer = FrameWriter(loop, self.limits) if deflate is None else DeflateFrameWriter(loop, self.limits, deflate)
+        writer = Writer(loop, self.limits, frame_text if deflate is None else DeflateFraming(deflate))
         out = FrameWriteTransport(transport, self.limits, self._close_sent)
         writer.attach(out)
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
