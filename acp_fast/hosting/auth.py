@@ -8,9 +8,11 @@ label the server hands out, not a secret the client proves.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from .server import Authorize
+if TYPE_CHECKING:
+    from .server import Authorize
 
 
 def bearer_token(token: str) -> Authorize:
@@ -23,3 +25,20 @@ def bearer_token(token: str) -> Authorize:
         return hmac.compare_digest(headers.get("Authorization", "").encode(), expected)
 
     return authorize
+
+
+def duplicate_header(pairs: Iterable[tuple[str, str]], name: str) -> bool:
+    """Does header ``name`` (case-insensitive) occur more than once in ``pairs``?
+
+    Two ``Authorization`` headers are refused with 400 before any hook sees
+    them: one reader takes the first, another the last, and a proxy may have
+    checked a different one than the server would use.
+    """
+    wanted = name.lower()
+    seen = False
+    for key, _ in pairs:
+        if key.lower() == wanted:
+            if seen:
+                return True
+            seen = True
+    return False

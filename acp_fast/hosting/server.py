@@ -44,14 +44,15 @@ from ..agent.serve import _abandon
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
-from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
+from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_POLICY, WsPeer
 from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
 from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
+from .auth import duplicate_header
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
-from .front import Front
+from .front import Front, _client_address
 from .http import HttpChannel, StreamSink, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
@@ -125,6 +126,11 @@ class AcpHost:
         self.binary_frames = 0
         self.refused: dict[int, int] = {}
         self.accepted = 0
+        #: Live connections per admission key (the principal, or the peer address without auth hook).
+        self._live: dict[str, int] = {}
+        self._keys: dict[WsPeer | SsePeer, str] = {}
+        self.refused_per_principal = 0
+        self.initialize_timeouts = 0
         self.web_console = WebConsole() if web_console else None  # GET / (hosting/web_console.py)
 
     # -- listening -------------------------------------------------------------------------------
@@ -285,8 +291,12 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             self._http_refuse(channel, 503, "connection limit reached", [("Retry-After", "1")])
             return
+        key = _admission_key(principal, _client_address(channel.transport))
+        if self._over_principal_cap(key):
+            self._http_refuse(channel, 503, "too many connections for this client", [("Retry-After", "1")])
+            return
         peer = SsePeer(uuid.uuid4().hex, self.limits, principal)
-        if not self._start_peer(peer, principal):
+        if not self._start_peer(peer, principal, key):
             peer.abort()
             channel.respond(500, b"agent could not be created\n")
             return
@@ -319,7 +329,8 @@ class AcpHost:
         raise RuntimeError("not listening on TCP")
 
     # -- before the upgrade --------------------------------------------------------------------------
-    def _route(self, request: WSUpgradeRequest) -> _Route:
+    def _route(self, request: WSUpgradeRequest, client: str = "") -> _Route:
+        """Answer an upgrade request; ``client`` is the peer's address ('' when unknown: a unix socket)."""
         path = request.path.split(b"?", 1)[0]
         if path == b"/healthz":
             return _plain(HTTPStatus.OK, b"ok\n")
@@ -330,6 +341,8 @@ class AcpHost:
         if path != self.path:
             return None  # 404
         headers = request.headers
+        if duplicate_header(headers.items(), "Authorization"):  # which one counts would differ by reader
+            return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n")
         origin = headers.get("Origin")
         if origin is not None and origin not in self.allowed_origins:
             return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n")
@@ -348,12 +361,18 @@ class AcpHost:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", {"Retry-After": "1"})
         if len(self._peers) >= self.limits.max_connections:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
+        key = _admission_key(principal, client)
+        if self._over_principal_cap(key):
+            return self._refuse(
+                HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections for this client\n", {"Retry-After": "1"}
+            )
         connection_id = uuid.uuid4().hex
         extra = {CONNECTION_ID_HEADER: connection_id}
         deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
         if deflate is not None:
             extra[EXTENSIONS_HEADER] = deflate.response
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal), deflate=deflate)
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key), deflate=deflate)
+        peer.on_initialize_timeout = self._count_initialize_timeout
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
@@ -377,6 +396,17 @@ class AcpHost:
         credential = headers.get("Authorization", "").encode()
         return "authorization:" + hashlib.sha256(credential).hexdigest()
 
+    def _count_initialize_timeout(self) -> None:
+        self.initialize_timeouts += 1
+
+    def _over_principal_cap(self, key: str | None) -> bool:
+        """Does ``key`` already hold ``max_connections_per_principal`` live connections? (Counted when so.)"""
+        if key is None or self._live.get(key, 0) < self.limits.max_connections_per_principal:
+            return False
+        self.refused_per_principal += 1
+        log.info("refusing a connection: %s holds %d already", key.partition(":")[0], self._live[key])
+        return True
+
     def _count_refused(self, status: HTTPStatus | int) -> None:
         code = int(status)
         self.refused[code] = self.refused.get(code, 0) + 1
@@ -388,13 +418,22 @@ class AcpHost:
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_ws(self, peer: WsPeer, principal: str | None) -> None:
-        self._start_peer(peer, principal)
+    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None) -> None:
+        self._start_peer(peer, principal, key)
 
-    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None) -> bool:
-        """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task."""
+    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None, key: str | None = None) -> bool:
+        """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task.
+
+        ``key`` (the principal, or the peer address) is held to
+        ``max_connections_per_principal``; the front refuses past it before
+        any state exists, and this re-check closes a WebSocket 1008.
+        """
         conn = peer.conn
         assert conn is not None
+        if self._over_principal_cap(key):
+            if isinstance(peer, WsPeer):
+                peer.close(CLOSE_POLICY, b"too many connections for this client")
+            return False
         try:
             agent = self.agent_factory()
             sessions = HostedSessionTable(self.limits.max_sessions, self.budget)
@@ -410,6 +449,9 @@ class AcpHost:
         self.accepted += 1
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
+        if key is not None:
+            self._keys[peer] = key
+            self._live[key] = self._live.get(key, 0) + 1
         return True
 
     async def _serve(self, peer: WsPeer | SsePeer, server: HostedAgentServer) -> None:
@@ -427,6 +469,13 @@ class AcpHost:
                 log.exception("connection %s: parking its sessions failed", peer.connection_id)
             self.binary_frames += peer.binary_frames
             self._peers.pop(peer, None)
+            key = self._keys.pop(peer, None)
+            if key is not None:
+                left = self._live[key] - 1
+                if left:
+                    self._live[key] = left
+                else:
+                    del self._live[key]
             if isinstance(peer, SsePeer):
                 self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -490,6 +539,8 @@ class AcpHost:
             "max_buffered_output": max((p.buffered_output for p in self._peers), default=0),
             "http_connections": len(self._http),
             "http_streams": sum(p.stream_count for p in self._http.values()),
+            "refused_per_principal": self.refused_per_principal,
+            "initialize_timeouts": self.initialize_timeouts,
         }
 
 
@@ -509,6 +560,13 @@ class _StreamSink(StreamSink):
 
     def channel_lost(self, channel: HttpChannel) -> None:
         self._peer.reader_lost(channel)
+
+
+def _admission_key(principal: str | None, client: str) -> str | None:
+    """Whose connection this is, for ``max_connections_per_principal``: None (not capped) on a unix socket."""
+    if principal is not None:
+        return principal
+    return f"address:{client}" if client else None
 
 
 def _responder(channel: HttpChannel, content_type: str = "text/plain") -> Respond:

@@ -1,0 +1,312 @@
+"""RFC 6455 where it says MUST, per-client admission and read-buffer release (issue 27, WebSocket part).
+
+Every case writes raw, masked frames over a loopback socket (tests/ws_helpers.py),
+so the test can send what a client library refuses to, and sees every byte the
+server sends back: the close code, and that nothing follows the close frame.
+Waits are bounded (a hang becomes a failure); nothing synchronizes on a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import struct
+from typing import Any
+
+import pytest
+
+from acp_fast.hosting import AcpHost
+from acp_fast.hosting.auth import bearer_token
+from acp_fast.wire.limits import Limits
+from tests.host_helpers import wait_counts_zero, with_host
+from tests.test_ws_hardening import (
+    BOUND_S,
+    INIT,
+    OP_BINARY,
+    OP_CLOSE,
+    OP_CONT,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    answer_to,
+    next_data,
+    raw_upgrade,
+    text,
+)
+from tests.ws_helpers import client_frame, read_frame
+
+UPGRADE = (
+    b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+)
+
+
+async def close_status(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    """Frames up to the server's close; its status. The close is answered, so the server ends the TCP
+    connection at once; nothing may follow the close frame (RFC 6455 5.5.1)."""
+    for _ in range(10_000):
+        b0, payload = await next_data(reader)
+        if b0 & 0x0F == OP_CLOSE:
+            writer.write(client_frame(OP_CLOSE, payload[:2]))
+            rest = await asyncio.wait_for(reader.read(), BOUND_S)
+            assert rest == b"", f"bytes after the close frame: {rest[:120]!r}"
+            return int(struct.unpack(">H", payload[:2])[0]) if len(payload) >= 2 else 1005
+    raise AssertionError("no close frame")
+
+
+async def initialized(host: AcpHost) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await raw_upgrade(host)
+    writer.write(text(INIT))
+    assert "result" in await answer_to(reader, 1)
+    return reader, writer
+
+
+async def served_afterwards(host: AcpHost) -> None:
+    """A fresh client is still served: the bad one changed nothing for others."""
+    _, writer = await initialized(host)
+    writer.close()
+
+
+def big_frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0) -> bytes:
+    """A masked client frame with the 64-bit length form when needed (client_frame stops at 16 bits)."""
+    if len(payload) < 65536:
+        return client_frame(opcode, payload, fin=fin, rsv=rsv)
+    mask = os.urandom(4)
+    head = bytes([(0x80 if fin else 0) | rsv | opcode, 0x80 | 127]) + struct.pack(">Q", len(payload))
+    key = int.from_bytes(mask * (len(payload) // 4 + 1), "little")
+    body = (int.from_bytes(payload, "little") ^ (key & ((1 << (8 * len(payload))) - 1))).to_bytes(
+        len(payload), "little"
+    )
+    return head + mask + body
+
+
+# -- 27.5: RFC 6455 MUSTs ---------------------------------------------------------------------------------
+
+_REQ = json.dumps(
+    {"jsonrpc": "2.0", "id": 2, "method": "_ext", "params": {"s": "\u00e9\u20ac"}}, ensure_ascii=False
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "frames", "expected"),
+    [
+        ("invalid UTF-8, one frame", [client_frame(OP_TEXT, b'{"jsonrpc":"2.0","method":"x\xff"}')], 1007),
+        ("overlong encoding", [client_frame(OP_TEXT, b'"\xc0\xaf"')], 1007),
+        ("a surrogate", [client_frame(OP_TEXT, b'"\xed\xa0\x80"')], 1007),
+        (
+            "invalid UTF-8 split across fragments",
+            [client_frame(OP_TEXT, b'{"a":"\xe2\x82', fin=False), client_frame(OP_CONT, b'("}')],
+            1007,
+        ),
+        (
+            "truncated sequence at the message's end",
+            [client_frame(OP_TEXT, b'"\xe2', fin=False), client_frame(OP_CONT, b"\x82")],
+            1007,
+        ),
+        ("continuation without a start", [client_frame(OP_CONT, b"{}")], 1002),
+        ("final continuation without a start", [client_frame(OP_CONT, b"x", fin=False)], 1002),
+        (
+            "text frame inside a fragmented text message",
+            [client_frame(OP_TEXT, b"[", fin=False), client_frame(OP_TEXT, b"{}")],
+            1002,
+        ),
+        (
+            "binary frame inside a fragmented text message",
+            [client_frame(OP_TEXT, b"[", fin=False), client_frame(OP_BINARY, b"x")],
+            1002,
+        ),
+        (
+            "text frame inside a fragmented binary message",
+            [client_frame(OP_BINARY, b"x", fin=False), client_frame(OP_TEXT, b"{}")],
+            1002,
+        ),
+        ("ping with RSV1", [client_frame(OP_PING, b"hi", rsv=0x40)], 1002),
+        ("pong with RSV1", [client_frame(OP_PONG, b"hi", rsv=0x40)], 1002),
+        ("close with RSV1", [client_frame(OP_CLOSE, struct.pack(">H", 1000), rsv=0x40)], 1002),
+        ("ping with RSV3", [client_frame(OP_PING, b"", rsv=0x10)], 1002),
+        ("ping of 126 bytes", [client_frame(OP_PING, b"p" * 126)], 1002),
+        ("fragmented ping", [client_frame(OP_PING, b"p", fin=False)], 1002),
+        ("reserved opcode 3", [client_frame(0x3, b"")], 1002),
+        ("reserved control opcode 11", [client_frame(0xB, b"")], 1002),
+        ("close 1004", [client_frame(OP_CLOSE, struct.pack(">H", 1004))], 1002),
+        ("close 1016", [client_frame(OP_CLOSE, struct.pack(">H", 1016))], 1002),
+        ("close 2999", [client_frame(OP_CLOSE, struct.pack(">H", 2999))], 1002),
+        ("close 999", [client_frame(OP_CLOSE, struct.pack(">H", 999))], 1002),
+        ("close with an invalid UTF-8 reason", [client_frame(OP_CLOSE, struct.pack(">H", 1000) + b"\xff")], 1007),
+    ],
+)
+def test_protocol_errors_close_with_the_rfc_code(run: Any, name: str, frames: list[bytes], expected: int) -> None:
+    """After initialize, a frame sequence RFC 6455 forbids closes with its code, and nothing follows the close."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await initialized(host)
+        writer.write(b"".join(frames))
+        assert await close_status(reader, writer) == expected, name
+        writer.close()
+        await served_afterwards(host)
+        await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+def test_valid_utf8_split_inside_a_code_point_is_accepted(run: Any) -> None:
+    """A multi-byte character cut between two fragments is valid: the message is answered."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await initialized(host)
+        cut = _REQ.index("\u20ac".encode()) + 1
+        writer.write(client_frame(OP_TEXT, _REQ[:cut], fin=False) + client_frame(OP_CONT, _REQ[cut:]))
+        answer = await answer_to(reader, 2)
+        assert answer["error"]["code"] == -32601, answer  # method not found: parsed, so UTF-8 passed
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+def test_ping_is_still_answered_with_its_payload(run: Any) -> None:
+    """With picows' automatic PONG off, the server answers a PING itself, echoing the payload."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await initialized(host)
+        writer.write(client_frame(OP_PING, b"hello"))
+        b0, payload = await asyncio.wait_for(read_frame(reader), BOUND_S)
+        assert (b0, payload) == (0x80 | OP_PONG, b"hello")
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+def test_nothing_follows_a_1002_for_a_request_read_with_the_bad_frame(run: Any) -> None:
+    """``initialize`` and a reserved opcode in one write: the close frame is the last thing sent."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await raw_upgrade(host)
+        writer.write(text(INIT) + client_frame(0x3, b""))
+        assert await close_status(reader, writer) == 1002
+        writer.close()
+        await served_afterwards(host)
+        await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+def test_nothing_follows_a_1002_for_a_wrong_first_message_and_requests_behind_it(run: Any) -> None:
+    """A first message that is not initialize closes 1002; the requests read with it are never answered."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await raw_upgrade(host)
+        other = {"jsonrpc": "2.0", "id": 7, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}
+        writer.write(text(other) + text(INIT) + client_frame(OP_PING, b"x"))
+        assert await close_status(reader, writer) == 1002
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+# -- 27.3: an upgraded socket that never sends initialize; per-principal connections ----------------------
+
+
+def test_a_socket_that_never_sends_initialize_is_closed_1008_and_counted(run: Any) -> None:
+    """Answering pings is not enough: past initialize_timeout_s without initialize the socket closes 1008."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await raw_upgrade(host)
+        writer.write(client_frame(OP_PING, b"alive"))
+        assert await close_status(reader, writer) == 1008
+        assert host.counts["initialize_timeouts"] == 1
+        writer.close()
+        await wait_counts_zero(host)
+        reader, writer = await initialized(host)  # one that initializes in time stays
+        writer.write(client_frame(OP_PING, b"x"))
+        b0, _ = await asyncio.wait_for(read_frame(reader), BOUND_S)
+        assert b0 & 0x0F == OP_PONG
+        assert host.counts["initialize_timeouts"] == 1
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, limits=Limits(initialize_timeout_s=0.2)))
+
+
+def test_connections_per_peer_address_are_capped_503_and_counted(run: Any) -> None:
+    """With no auth hook the peer address is the principal: the cap refuses the next upgrade with 503."""
+
+    async def body(host: AcpHost) -> None:
+        held = [await initialized(host) for _ in range(3)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(UPGRADE + b"\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        assert head.startswith(b"HTTP/1.1 503"), head
+        assert host.counts["refused_per_principal"] == 1
+        writer.close()
+        held.pop()[1].close()  # one leaves: the next one is served
+        for _ in range(100_000):
+            if host.counts["connections"] == 2:
+                break
+            await asyncio.sleep(0)
+        await served_afterwards(host)
+        for _, w in held:
+            w.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, limits=Limits(max_connections_per_principal=3)))
+
+
+def test_connections_per_principal_are_capped_per_credential(run: Any) -> None:
+    """With an auth hook the cap is per principal; HTTP initialize POSTs count against the same cap."""
+
+    async def body(host: AcpHost) -> None:
+        auth = b"Authorization: Bearer s3cret\r\n"
+        held = [await raw_upgrade(host, auth) for _ in range(2)]
+        for r, w in held:
+            w.write(text(INIT))
+            assert "result" in await answer_to(r, 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        init = json.dumps(INIT).encode()
+        writer.write(
+            b"POST /acp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, "
+            b"text/event-stream\r\n" + auth + b"Content-Length: " + str(len(init)).encode() + b"\r\n\r\n" + init
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        assert head.startswith(b"HTTP/1.1 503"), head
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(UPGRADE + auth + b"\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        assert head.startswith(b"HTTP/1.1 503"), head
+        assert host.counts["refused_per_principal"] == 2
+        writer.close()
+        for _, w in held:
+            w.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, limits=Limits(max_connections_per_principal=2), authorize=bearer_token("s3cret")))
+
+
+# -- 27.7: two Authorization headers ------------------------------------------------------------------------
+
+
+def test_duplicate_header_counts_case_insensitively() -> None:
+    from acp_fast.hosting.auth import duplicate_header
+
+    assert duplicate_header([("Authorization", "a"), ("authorization", "b")], "AUTHORIZATION")
+    assert not duplicate_header([("Authorization", "a"), ("Host", "b")], "authorization")
+    assert not duplicate_header([], "authorization")
+
+
+@pytest.mark.parametrize("hook", [False, True])
+def test_two_authorization_headers_on_the_upgrade_are_refused_400(run: Any, hook: bool) -> None:
+    async def body(host: AcpHost) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(UPGRADE + b"Authorization: Bearer s3cret\r\nauthorization: Bearer other\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        assert head.startswith(b"HTTP/1.1 400"), head
+        writer.close()
+        reader, writer = await raw_upgrade(host, b"Authorization: Bearer s3cret\r\n")  # one is fine
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, authorize=bearer_token("s3cret") if hook else None))
