@@ -12,12 +12,14 @@ import asyncio
 import json
 import os
 import struct
+import sys
 from typing import Any
 
 import pytest
 
 from acp_fast.hosting import AcpHost
 from acp_fast.hosting.auth import bearer_token
+from acp_fast.transports.ws import WsPeer
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import wait_counts_zero, with_host
 from tests.test_ws_hardening import (
@@ -310,3 +312,40 @@ def test_two_authorization_headers_on_the_upgrade_are_refused_400(run: Any, hook
         await wait_counts_zero(host)
 
     run(with_host(body, authorize=bearer_token("s3cret") if hook else None))
+
+
+# -- 27.4: the read buffer a large message grew is given back -------------------------------------------------
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pages are released with madvise on Linux")
+def test_the_read_buffer_of_a_large_message_is_released(run: Any) -> None:
+    """picows grows its read buffer to the message and keeps it; the host gives its pages back once idle."""
+    mib = 16
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await initialized(host)
+        (peer,) = host._peers
+        big = json.dumps({"jsonrpc": "2.0", "method": "_big", "params": {"x": "a" * (mib << 20)}}).encode()
+        writer.write(big_frame(OP_TEXT, big) + text({"jsonrpc": "2.0", "id": 2, "method": "_ping"}))
+        del big
+        await writer.drain()
+        await answer_to(reader, 2)  # the large message was read before this answer
+        grown = _rss_bytes()
+        assert isinstance(peer, WsPeer)
+        for _ in range(1000):  # bounded: the release runs ws_buffer_release_s (0.05 s) after the read
+            if peer.released_bytes:
+                break
+            await asyncio.sleep(0.01)
+        assert peer.released_bytes >= (mib - 1) << 20, peer.released_bytes
+        assert grown - _rss_bytes() >= (mib * 3 // 4) << 20, (grown, _rss_bytes())
+        writer.write(text({"jsonrpc": "2.0", "id": 3, "method": "_ping"}))  # the buffer still works
+        await answer_to(reader, 3)
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, limits=Limits(ws_buffer_release_s=0.05)), timeout=60)
