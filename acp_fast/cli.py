@@ -65,6 +65,10 @@ _HELP = {
     "session_store_timeout_s": "--listen: seconds one --session-store call may take before it counts as failed",
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
+    # WebSocket
+    "initialize_timeout_s": "--listen: close an upgraded WebSocket that sent no initialize this long (1008)",
+    "max_connections_per_principal": "--listen: live connections per principal (per address without auth); 503 past it",
+    "ws_buffer_release_s": "--listen: seconds after a large read before its read-buffer pages are given back",
 }
 
 

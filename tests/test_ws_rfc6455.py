@@ -9,15 +9,23 @@ Waits are bounded (a hang becomes a failure); nothing synchronizes on a clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import queue
+import socket
 import struct
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from acp_fast.hosting import AcpHost
+from acp_fast.demo import DemoAgent
+from acp_fast.hosting import AcpHost, serve_ws
 from acp_fast.hosting.auth import bearer_token
 from acp_fast.transports.ws import WsPeer
 from acp_fast.wire.limits import Limits
@@ -349,3 +357,220 @@ def test_the_read_buffer_of_a_large_message_is_released(run: Any) -> None:
         await wait_counts_zero(host)
 
     run(with_host(body, limits=Limits(ws_buffer_release_s=0.05)), timeout=60)
+
+
+# -- property: whatever frames arrive, the server answers or closes legally, and keeps serving ---------------
+
+#: Close codes a server may put on the wire (RFC 6455 7.4.1-7.4.2): what the host sends, and what it echoes.
+_LEGAL_CLOSE = frozenset(range(1000, 1004)) | frozenset(range(1007, 1015)) | frozenset(range(3000, 5000))
+
+
+@pytest.fixture(scope="module")
+def threaded_host() -> Iterator[int]:
+    """One host on its own loop and thread for every generated case; the cases use blocking sockets."""
+    ready: queue.Queue[int] = queue.Queue()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        host = await serve_ws(lambda: DemoAgent(pace_ms=1), "127.0.0.1", 0, limits=Limits(drain_flush_s=0.5))
+        ready.put(host.port)
+        await stop.wait()
+        await host.drain()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    yield ready.get(timeout=BOUND_S)
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(BOUND_S * 4)
+    loop.close()
+
+
+def _blocking_upgrade(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=BOUND_S)
+    sock.sendall(UPGRADE + b"\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    assert head.endswith(b"\r\n\r\n"), "the server sent a frame before any request"
+    return sock
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    data = b""
+    for _ in range(100_000):
+        chunk = sock.recv(65536)  # the socket's timeout turns a server that never closes into a failure
+        if not chunk:
+            return data
+        data += chunk
+    raise AssertionError("the server never closed")
+
+
+def _server_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """Parse what the server sent; every frame must be well formed and unmasked."""
+    frames, at = [], 0
+    while at < len(data):
+        assert len(data) - at >= 2, data[at:]
+        b0, b1 = data[at], data[at + 1]
+        assert not b1 & 0x80, "a masked server frame"
+        assert not b0 & 0x70 or b0 & 0x0F in (OP_TEXT, OP_BINARY), "reserved bits from the server"
+        size, at = b1 & 0x7F, at + 2
+        if size == 126:
+            size, at = struct.unpack(">H", data[at : at + 2])[0], at + 2
+        elif size == 127:
+            size, at = struct.unpack(">Q", data[at : at + 8])[0], at + 8
+        assert len(data) - at >= size, "a truncated server frame"
+        frames.append((b0, data[at : at + size]))
+        at += size
+    return frames
+
+
+def _masked(first: int, payload: bytes, masked: bool) -> bytes:
+    size = len(payload)
+    mask_bit = 0x80 if masked else 0
+    head = bytes([first, mask_bit | min(size, 126)]) + (struct.pack(">H", size) if size >= 126 else b"")
+    if not masked:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _parse_level(opcode: int, fin: bool, payload: bytes, masked: bool) -> int | None:
+    """A violation picows finds while parsing (its close may come first, before earlier frames are judged)."""
+    if not masked or opcode not in (OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG):
+        return 1002
+    if opcode >= 8 and (not fin or len(payload) > 125):
+        return 1002
+    if opcode == OP_CLOSE and payload:
+        code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else 0
+        if len(payload) == 1 or (code < 3000 and code not in _PICOWS_CODES):
+            return 1002
+        if not _utf8(payload[2:]):
+            return 1007
+    return None
+
+
+#: Close codes below 3000 picows lets through to the listener (its WSCloseCode enum).
+_PICOWS_CODES = frozenset({0, 1000, 1001, 1002, 1003, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014})
+
+
+def _expected_closes(initialize: bool, frames: list[tuple[int, bool, int, bytes, bool]]) -> set[int]:
+    """The close codes RFC 6455 (and ACP's first-message rule) allow for this sequence, ended by our close 1000."""
+    fragmenting: int | None = None
+    text_so_far = b""
+    first_pending = not initialize
+    for at, (opcode, fin, rsv, payload, masked) in enumerate(frames):
+        later = {c for f in frames[at + 1 :] if (c := _parse_level(f[0], f[1], f[3], f[4])) is not None}
+        code = _parse_level(opcode, fin, payload, masked)
+        if code is not None:
+            return {code}
+        if rsv:
+            return {1002} | later
+        if opcode == OP_CLOSE:
+            if not payload:
+                return {1000}
+            code = struct.unpack(">H", payload[:2])[0]
+            return {code if code in _LEGAL_CLOSE else 1002}
+        if opcode in (OP_PING, OP_PONG):
+            continue
+        if (opcode == OP_CONT) == (fragmenting is None):  # a stray continuation, or a message inside one
+            return {1002} | later
+        if opcode != OP_CONT:
+            fragmenting, text_so_far = opcode, b""
+        if fragmenting == OP_TEXT:
+            text_so_far += payload
+        if fin:
+            kind, fragmenting = fragmenting, None
+            if kind == OP_TEXT:
+                if not _utf8(text_so_far):
+                    return {1007} | later
+                if first_pending:  # the first message that parses must be initialize: else 1002
+                    try:
+                        parsed = json.loads(text_so_far)
+                    except ValueError:
+                        continue
+                    return {1000, 1002} | later  # initialize itself passes; a model of the rest is not the point
+    return {1000}
+
+
+_payloads = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=80).map(lambda t: t.encode()),
+    st.sampled_from(
+        [
+            json.dumps({"jsonrpc": "2.0", "id": 5, "method": "_x"}).encode(),
+            b'{"jsonrpc":"2.0","method":"x\xff"}',
+            b"\xe2\x82",
+            b"\xac",
+            struct.pack(">H", 1000),
+            struct.pack(">H", 1006),
+            struct.pack(">H", 4001) + b"bye",
+        ]
+    ),
+)
+_frames = st.tuples(
+    st.sampled_from([OP_CONT, OP_TEXT, OP_BINARY, 0x3, 0x7, OP_CLOSE, OP_PING, OP_PONG, 0xB, 0xF]),
+    st.booleans(),  # FIN
+    st.sampled_from([0, 0, 0, 0, 0x40, 0x20, 0x10]),  # RSV bits
+    _payloads,
+    st.sampled_from([True, True, True, True, False]),  # masked (a client frame must be)
+)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(initialize=st.booleans(), frames=st.lists(_frames, min_size=1, max_size=6), split=st.integers(0, 64))
+def test_any_frame_sequence_is_answered_or_closed_legally(
+    threaded_host: int, initialize: bool, frames: list[tuple[int, bool, int, bytes, bool]], split: int
+) -> None:
+    """Generated frames and fragmentations (valid and invalid opcodes, reserved bits, lengths, masks, UTF-8):
+    the server sends well-formed frames, closes with a code it may send, sends nothing after its close
+    frame, and a fresh client is served afterwards."""
+    sock = _blocking_upgrade(threaded_host)
+    wire = (text(INIT) if initialize else b"") + b"".join(
+        _masked((0x80 if fin else 0) | rsv | opcode, payload, masked) for opcode, fin, rsv, payload, masked in frames
+    )
+    wire += client_frame(OP_CLOSE, struct.pack(">H", 1000))
+    cut = min(split, len(wire))
+    sock.sendall(wire[:cut])  # one cut anywhere: frames arrive in two reads
+    with contextlib.suppress(OSError):  # the server may close before the rest arrives
+        sock.sendall(wire[cut:])
+    try:
+        received = _read_all(sock)
+    except ConnectionResetError:
+        received = b""  # the server dropped a socket that kept sending after its close: allowed
+    finally:
+        sock.close()
+    server = _server_frames(received)
+    closes = [i for i, (b0, _) in enumerate(server) if b0 & 0x0F == OP_CLOSE]
+    if received:
+        assert closes == [len(server) - 1], f"close frame missing or not last: {server[-3:]!r}"
+        payload = server[-1][1]
+        assert len(payload) >= 2 and struct.unpack(">H", payload[:2])[0] in _LEGAL_CLOSE, payload
+        payload[2:].decode()  # the reason is UTF-8
+        code = struct.unpack(">H", payload[:2])[0]
+        assert code in _expected_closes(initialize, frames), (code, _expected_closes(initialize, frames))
+    for b0, payload in server[:-1]:
+        assert b0 & 0x0F in (OP_TEXT, OP_PING, OP_PONG), hex(b0)
+        if b0 & 0x0F == OP_TEXT:
+            json.loads(payload)  # one JSON-RPC message per text frame, valid UTF-8
+    fresh = _blocking_upgrade(threaded_host)
+    try:
+        fresh.sendall(text(INIT))
+        got = b""
+        while b'"id":1' not in got:
+            chunk = fresh.recv(65536)
+            assert chunk, "a fresh client was not served"
+            got += chunk
+    finally:
+        fresh.close()
