@@ -497,7 +497,7 @@ def _expected_closes(initialize: bool, frames: list[tuple[int, bool, int, bytes,
                     return {1007} | later
                 if first_pending:  # the first message that parses must be initialize: else 1002
                     try:
-                        parsed = json.loads(text_so_far)
+                        json.loads(text_so_far)
                     except ValueError:
                         continue
                     return {1000, 1002} | later  # initialize itself passes; a model of the rest is not the point
