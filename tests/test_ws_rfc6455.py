@@ -574,3 +574,18 @@ def test_any_frame_sequence_is_answered_or_closed_legally(
             got += chunk
     finally:
         fresh.close()
+
+
+def test_a_pong_with_rsv1_to_the_servers_ping_closes_1002(run: Any) -> None:
+    """The PONG the keep-alive waits for is judged too: with a reserved bit it is a protocol error."""
+
+    async def body(host: AcpHost) -> None:
+        reader, writer = await initialized(host)
+        b0, payload = await asyncio.wait_for(read_frame(reader), BOUND_S)
+        assert b0 & 0x0F == OP_PING, b0  # the client is silent: the server pings it
+        writer.write(client_frame(OP_PONG, payload, rsv=0x40))
+        assert await close_status(reader, writer) == 1002
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body, limits=Limits(ping_interval_s=0.3, ping_timeout_s=0.3)))
