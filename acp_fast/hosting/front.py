@@ -74,7 +74,7 @@ class Front(asyncio.Protocol):
             return
         self._stop_timer()
         if _is_websocket_upgrade(buf, end):
-            host, client = self._host, _client_address(transport)
+            host, client = self._host, client_address(transport)
             hand_to_picows(
                 transport, bytes(buf), lambda request: host._route(request, client), host.limits, unix=self._unix
             )
@@ -91,7 +91,7 @@ class Front(asyncio.Protocol):
             self._timer = None
 
 
-def _client_address(transport: asyncio.BaseTransport) -> str:
+def client_address(transport: asyncio.BaseTransport) -> str:
     """The peer's address without its port (one client, however many sockets); '' on a unix socket."""
     peer = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and peer:

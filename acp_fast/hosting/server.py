@@ -8,9 +8,11 @@ probes, everything else). ``GET /acp`` with
 (from the factory), Connection, control lane, 32-slot pool and session table,
 exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
 (a label for logs and affinity, never a credential). Before the upgrade the
-request passes, in order: the Origin allow-list (403), the auth hook (401),
-the drain state and the connection limit (503), so a refused client costs
-one HTTP exchange and no ACP state.
+request passes, in order: one ``Authorization`` header at most (400), the
+Origin allow-list (403), the auth hook (401), the drain state, the connection
+limit and the per-principal limit (503), so a refused client costs one HTTP
+exchange and no ACP state. An upgraded socket that sends no ``initialize``
+within ``initialize_timeout_s`` is closed 1008.
 
 ``GET /healthz`` answers 200 while the process runs; ``GET /readyz`` 200
 while it accepts connections and 503 once it drains. ``drain`` (SIGTERM in
@@ -52,7 +54,7 @@ from ..wire.limits import Limits
 from .auth import duplicate_header
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
-from .front import Front, _client_address
+from .front import Front, client_address
 from .http import HttpChannel, StreamSink, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
@@ -291,7 +293,7 @@ class AcpHost:
         if len(self._peers) >= self.limits.max_connections:
             self._http_refuse(channel, 503, "connection limit reached", [("Retry-After", "1")])
             return
-        key = _admission_key(principal, _client_address(channel.transport))
+        key = _admission_key(principal, client_address(channel.transport))
         if self._over_principal_cap(key):
             self._http_refuse(channel, 503, "too many connections for this client", [("Retry-After", "1")])
             return
@@ -404,7 +406,7 @@ class AcpHost:
         if key is None or self._live.get(key, 0) < self.limits.max_connections_per_principal:
             return False
         self.refused_per_principal += 1
-        log.info("refusing a connection: %s holds %d already", key.partition(":")[0], self._live[key])
+        log.debug("refusing a connection: this %s holds %d already", key.partition(":")[0], self._live[key])
         return True
 
     def _count_refused(self, status: HTTPStatus | int) -> None:
@@ -525,7 +527,9 @@ class AcpHost:
 
         ``reading_paused``: connections whose socket is not being read (backpressure, R26);
         ``max_buffered_output``: the most output bytes any one connection has queued;
-        ``detached_sessions``: sessions whose socket dropped, parked for a reconnect.
+        ``detached_sessions``: sessions whose socket dropped, parked for a reconnect;
+        ``refused_per_principal``: connections refused by ``max_connections_per_principal`` (total);
+        ``initialize_timeouts``: WebSockets closed for sending no ``initialize`` in time (total).
         """
         return {
             "connections": len(self._peers),
