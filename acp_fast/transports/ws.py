@@ -20,6 +20,13 @@ always passes to a reading client).
 
 picows does the framing in C and calls ``on_ws_frame`` synchronously from
 the loop's read callback, which is what the inline dispatch path wants.
+picows checks opcodes, masks, control-frame sizes and close codes; the rest
+of RFC 6455's MUSTs are here: text must be UTF-8 (1007), a continuation needs
+a message to continue and a new message may not start inside one (1002),
+reserved bits need an agreed extension (1002; PINGs are answered here, after
+that check, not by picows), and nothing follows our close frame. picows'
+read buffer grows for a large message and never shrinks: its unused pages are
+given back ``ws_buffer_release_s`` after a large read (``release_pages``).
 """
 
 from __future__ import annotations
