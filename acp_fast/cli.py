@@ -77,6 +77,10 @@ _HELP = {
     "max_initialize_per_socket": "--listen: ACP connections one keep-alive HTTP socket may open (503 else)",
     "max_initialize_body_bytes": "--listen: largest body of a POST without Acp-Connection-Id (413 else)",
     "max_chunk_line_bytes": "--listen: longest chunk-size line of a chunked request body (400 else)",
+    # WebSocket
+    "initialize_timeout_s": "--listen: close an upgraded WebSocket that sent no initialize this long (1008)",
+    "max_connections_per_principal": "--listen: live connections per principal (per address without auth); 503 past it",
+    "ws_buffer_release_s": "--listen: seconds after a large read before its read-buffer pages are given back",
 }
 
 

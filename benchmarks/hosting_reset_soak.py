@@ -95,7 +95,9 @@ async def _host(n: int, detached_timeout: float) -> int:
     from acp_fast.hosting import serve_ws
     from acp_fast.wire.limits import Limits
 
-    limits = Limits(max_connections=n + 100, detached_session_timeout_s=detached_timeout)
+    limits = Limits(
+        max_connections=n + 100, max_connections_per_principal=n + 100, detached_session_timeout_s=detached_timeout
+    )
     host = await serve_ws(lambda: DemoAgent(pace_ms=1, unique_ids=True), "127.0.0.1", 0, limits=limits)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--client", str(host.port), str(n), stdin=PIPE, stdout=PIPE

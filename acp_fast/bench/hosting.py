@@ -119,6 +119,8 @@ def demo_server_argv(port: int, connections: int) -> list[str]:
         f"127.0.0.1:{port}",
         "--max-connections",
         str(connections + 100),
+        "--max-connections-per-principal",  # every bench client comes from 127.0.0.1
+        str(connections + 100),
     ]
 
 

@@ -23,18 +23,6 @@ if TYPE_CHECKING:
     from .server import Authorize
 
 
-def duplicate_header(pairs: Iterable[tuple[str, str]], name: str) -> bool:
-    """Whether the header ``name`` (any case) occurs more than once among ``pairs``."""
-    wanted = name.lower()
-    seen = False
-    for key, _ in pairs:
-        if key.lower() == wanted:
-            if seen:
-                return True
-            seen = True
-    return False
-
-
 def bearer_token(token: str) -> Authorize:
     """Accept requests carrying ``Authorization: Bearer <token>``, compared in constant time."""
     if not token:
@@ -45,3 +33,20 @@ def bearer_token(token: str) -> Authorize:
         return hmac.compare_digest(headers.get("Authorization", "").encode(), expected)
 
     return authorize
+
+
+def duplicate_header(pairs: Iterable[tuple[str, str]], name: str) -> bool:
+    """Does header ``name`` (case-insensitive) occur more than once in ``pairs``?
+
+    Two ``Authorization`` headers are refused with 400 before any hook sees
+    them: one reader takes the first, another the last, and a proxy may have
+    checked a different one than the server would use.
+    """
+    wanted = name.lower()
+    seen = False
+    for key, _ in pairs:
+        if key.lower() == wanted:
+            if seen:
+                return True
+            seen = True
+    return False

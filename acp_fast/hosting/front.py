@@ -103,7 +103,10 @@ class Front(asyncio.Protocol):
         self._stop_timer()
         self._host.front_closed(self)
         if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
-            hand_to_picows(transport, bytes(buf), self._host._route, self._host.limits, unix=self._unix)
+            host, client = self._host, client_address(transport)
+            hand_to_picows(
+                transport, bytes(buf), lambda request: host._route(request, client), host.limits, unix=self._unix
+            )
         else:
             self._host.http_channel(transport, bytes(buf))
         self._buf = bytearray()
@@ -115,6 +118,14 @@ class Front(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def client_address(transport: asyncio.BaseTransport) -> str:
+    """The peer's address without its port (one client, however many sockets); '' on a unix socket."""
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, tuple) and peer:
+        return str(peer[0])
+    return ""
 
 
 def _is_websocket_upgrade(buf: bytearray, end: int) -> bool:
@@ -149,7 +160,7 @@ def hand_to_picows(
         limits.ping_interval_s,
         limits.ping_timeout_s,
         WSAutoPingStrategy.PING_WHEN_IDLE,
-        True,  # enable_auto_pong
+        False,  # enable_auto_pong: WsPeer answers PINGs itself, after checking the reserved bits (RFC 6455 5.2)
         limits.max_line_bytes,
         None,  # extra headers
         limits.ws_read_buffer_bytes,

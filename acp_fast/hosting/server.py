@@ -8,10 +8,12 @@ probes, everything else). ``GET /acp`` with
 (from the factory), Connection, control lane, 32-slot pool and session table,
 exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
 (a label for logs and affinity, never a credential). Before the upgrade the
-request passes, in order: the Origin allow-list (403, hosting/cors.py), a
-token offered as a subprotocol (400 if unreadable, hosting/subprotocol.py), the auth hook (401),
-the drain state and the connection limit (503), so a refused client costs
-one HTTP exchange and no ACP state.
+request passes, in order: one ``Authorization`` header at most (400), the
+Origin allow-list (403, hosting/cors.py), a token offered as a subprotocol
+(400 if unreadable, hosting/subprotocol.py), the auth hook (401), the drain
+state, the connection limit and the per-principal limit (503), so a refused
+client costs one HTTP exchange and no ACP state. An upgraded socket that sends
+no ``initialize`` within ``initialize_timeout_s`` is closed 1008.
 
 ``GET /healthz`` answers 200 while the process runs; ``GET /readyz`` 200
 while it accepts connections and 503 once it drains. ``drain`` (SIGTERM in
@@ -46,7 +48,7 @@ from ..extras import require
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
-from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, WsPeer
+from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_POLICY, WsPeer
 from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
 from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
@@ -55,7 +57,7 @@ from . import cors, subprotocol
 from .auth import duplicate_header
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
-from .front import Front
+from .front import Front, client_address
 from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
 from .store import SessionStore, open_store
 from .web_console import WebConsole, loopback_origins
@@ -144,6 +146,11 @@ class AcpHost:
         self.binary_frames = 0
         self.refused: dict[int, int] = {}
         self.accepted = 0
+        #: Live connections per admission key (the principal, or the peer address without auth hook).
+        self._live: dict[str, int] = {}
+        self._keys: dict[WsPeer | SsePeer, str] = {}
+        self.refused_per_principal = 0
+        self.initialize_timeouts = 0
         self.web_console = WebConsole() if web_console else None  # GET / (hosting/web_console.py)
         # GET /metrics (metrics) and/or a listener of its own (metrics_listen): observability/metrics.py.
         self.metrics_listen = ListenAddress.parse(metrics_listen) if metrics_listen else None
@@ -401,10 +408,14 @@ class AcpHost:
             self._count_refused(503)
             channel.respond(503, b"this socket opened its share of connections; reconnect\n", close=True)
             return
+        key = _admission_key(principal, client_address(channel.transport))
+        if self._over_principal_cap(key):
+            self._http_refuse(channel, 503, "too many connections for this client", [("Retry-After", "1")])
+            return
         channel.connections_created += 1
         # The id is a capability for its principal (without auth: a bearer secret): 128 random bits.
         peer = SsePeer(secrets.token_hex(16), self.limits, principal)
-        if not self._start_peer(peer, principal):
+        if not self._start_peer(peer, principal, key):
             peer.abort()
             channel.respond(500, b"agent could not be created\n")
             return
@@ -446,7 +457,8 @@ class AcpHost:
         raise RuntimeError("not listening on TCP")
 
     # -- before the upgrade --------------------------------------------------------------------------
-    def _route(self, request: WSUpgradeRequest) -> _Route:
+    def _route(self, request: WSUpgradeRequest, client: str = "") -> _Route:
+        """Answer an upgrade request; ``client`` is the peer's address ('' when unknown: a unix socket)."""
         path = request.path.split(b"?", 1)[0]
         if path == b"/healthz":
             return _plain(HTTPStatus.OK, b"ok\n")
@@ -457,6 +469,8 @@ class AcpHost:
         if path != self.path:
             return None  # 404
         headers = request.headers
+        if duplicate_header(headers.items(), "Authorization"):  # which one counts would differ by reader
+            return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n")
         if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
             return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n")
         try:  # a token may come as the subprotocol acp.bearer.<base64url> (hosting/subprotocol.py)
@@ -479,6 +493,11 @@ class AcpHost:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", {"Retry-After": "1"})
         if len(self._peers) >= self.limits.max_connections:
             return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
+        key = _admission_key(principal, client)
+        if self._over_principal_cap(key):
+            return self._refuse(
+                HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections for this client\n", {"Retry-After": "1"}
+            )
         connection_id = uuid.uuid4().hex
         extra = {CONNECTION_ID_HEADER: connection_id}
         if offer.acp:
@@ -486,7 +505,8 @@ class AcpHost:
         deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
         if deflate is not None:
             extra[EXTENSIONS_HEADER] = deflate.response
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal), deflate=deflate)
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key), deflate=deflate)
+        peer.on_initialize_timeout = self._count_initialize_timeout
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
@@ -510,6 +530,17 @@ class AcpHost:
         credential = headers.get("Authorization", "").encode()
         return "authorization:" + hashlib.sha256(credential).hexdigest()
 
+    def _count_initialize_timeout(self) -> None:
+        self.initialize_timeouts += 1
+
+    def _over_principal_cap(self, key: str | None) -> bool:
+        """Does ``key`` already hold ``max_connections_per_principal`` live connections? (Counted when so.)"""
+        if key is None or self._live.get(key, 0) < self.limits.max_connections_per_principal:
+            return False
+        self.refused_per_principal += 1
+        log.debug("refusing a connection: this %s holds %d already", key.partition(":")[0], self._live[key])
+        return True
+
     def _count_refused(self, status: HTTPStatus | int) -> None:
         code = int(status)
         self.refused[code] = self.refused.get(code, 0) + 1
@@ -523,13 +554,22 @@ class AcpHost:
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_ws(self, peer: WsPeer, principal: str | None) -> None:
-        self._start_peer(peer, principal)
+    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None) -> None:
+        self._start_peer(peer, principal, key)
 
-    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None) -> bool:
-        """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task."""
+    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None, key: str | None = None) -> bool:
+        """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task.
+
+        ``key`` (the principal, or the peer address) is held to
+        ``max_connections_per_principal``; the front refuses past it before
+        any state exists, and this re-check closes a WebSocket 1008.
+        """
         conn = peer.conn
         assert conn is not None
+        if self._over_principal_cap(key):
+            if isinstance(peer, WsPeer):
+                peer.close(CLOSE_POLICY, b"too many connections for this client")
+            return False
         try:
             agent = self.agent_factory()
             sessions = HostedSessionTable(self.limits.max_sessions, self.budget)
@@ -551,6 +591,9 @@ class AcpHost:
             self.access_log.ws_started(peer, principal)
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
+        if key is not None:
+            self._keys[peer] = key
+            self._live[key] = self._live.get(key, 0) + 1
         return True
 
     async def _serve(self, peer: WsPeer | SsePeer, server: HostedAgentServer) -> None:
@@ -574,6 +617,13 @@ class AcpHost:
                 self.access_log.ws_ended(peer, self.path.decode())
             if self.tracing is not None:
                 self.tracing.detach(server)
+            key = self._keys.pop(peer, None)
+            if key is not None:
+                left = self._live[key] - 1
+                if left:
+                    self._live[key] = left
+                else:
+                    del self._live[key]
             if isinstance(peer, SsePeer):
                 self._http.pop(peer.connection_id, None)
             if peer.out is not None and not peer.out.is_closing():
@@ -631,7 +681,9 @@ class AcpHost:
 
         ``reading_paused``: connections whose socket is not being read (backpressure, R26);
         ``max_buffered_output``: the most output bytes any one connection has queued;
-        ``detached_sessions``: sessions whose socket dropped, parked for a reconnect.
+        ``detached_sessions``: sessions whose socket dropped, parked for a reconnect;
+        ``refused_per_principal``: connections refused by ``max_connections_per_principal`` (total);
+        ``initialize_timeouts``: WebSockets closed for sending no ``initialize`` in time (total).
         """
         return {
             "connections": len(self._peers),
@@ -645,6 +697,8 @@ class AcpHost:
             "max_buffered_output": max((p.buffered_output for p in self._peers), default=0),
             "http_connections": len(self._http),
             "http_streams": sum(p.stream_count for p in self._http.values()),
+            "refused_per_principal": self.refused_per_principal,
+            "initialize_timeouts": self.initialize_timeouts,
         }
 
 
@@ -691,6 +745,13 @@ class _StreamSink(StreamSink):
 def _valid_request_id(value: Any) -> bool:
     """A request id acp_fast answers under (JSON-RPC: a string or a number; here integers within int64)."""
     return type(value) is str or (type(value) is int and -(2**63) <= value < 2**63)
+
+
+def _admission_key(principal: str | None, client: str) -> str | None:
+    """Whose connection this is, for ``max_connections_per_principal``: None (not capped) on a unix socket."""
+    if principal is not None:
+        return principal
+    return f"address:{client}" if client else None
 
 
 def _responder(channel: HttpChannel, content_type: str = "text/plain") -> Respond:

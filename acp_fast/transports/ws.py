@@ -20,15 +20,27 @@ always passes to a reading client).
 
 picows does the framing in C and calls ``on_ws_frame`` synchronously from
 the loop's read callback, which is what the inline dispatch path wants.
+picows checks opcodes, masks, control-frame sizes and close codes; the rest
+of RFC 6455's MUSTs are here: text must be UTF-8 (1007), a continuation needs
+a message to continue and a new message may not start inside one (1002),
+reserved bits need an agreed extension (1002; PINGs are answered here, after
+that check, not by picows), and nothing follows our close frame. picows'
+read buffer grows for a large message and never shrinks: its unused pages are
+given back ``ws_buffer_release_s`` after a large read (``release_pages``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import ctypes
 import logging
+import mmap
 import os
 import struct
+import sys
 from collections.abc import Callable
+from typing import cast
 
 from multidict import CIMultiDict, CIMultiDictProxy
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
@@ -49,7 +61,8 @@ log = logging.getLogger(__name__)
 CLOSE_NORMAL = WSCloseCode.OK
 CLOSE_GOING_AWAY = WSCloseCode.GOING_AWAY  # drain
 CLOSE_PROTOCOL_ERROR = WSCloseCode.PROTOCOL_ERROR  # first message not initialize
-CLOSE_POLICY = WSCloseCode.POLICY_VIOLATION  # output cap
+CLOSE_POLICY = WSCloseCode.POLICY_VIOLATION  # output cap, initialize deadline, per-principal cap
+CLOSE_INVALID_TEXT = WSCloseCode.INVALID_TEXT  # a text message that is not UTF-8
 CLOSE_TOO_BIG = WSCloseCode.MESSAGE_TOO_BIG
 CLOSE_INTERNAL = WSCloseCode.INTERNAL_ERROR
 
@@ -62,6 +75,75 @@ _RSV1 = 0x40  # permessage-deflate: this message is compressed
 _SHORT_HEADERS = tuple(bytes((_FIN_TEXT, n)) for n in range(126))
 _HEADER_16 = struct.Struct(">BBH").pack
 _HEADER_64 = struct.Struct(">BBQ").pack
+
+
+_decode_utf8 = codecs.utf_8_decode
+#: Messages longer than this are checked for UTF-8 in pieces, so the check never holds a second copy of them.
+_UTF8_PIECE = 256 * 1024
+
+
+def valid_utf8(data: bytes | bytearray | memoryview) -> bool:
+    """Is ``data`` well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF)?
+
+    RFC 6455 8.1 makes a text message that is not UTF-8 fail the connection
+    (1007). Python's strict decoder is exactly RFC 3629's grammar; an ASCII
+    message costs one copy into a discarded str.
+    """
+    try:
+        if len(data) <= _UTF8_PIECE:
+            _decode_utf8(data, "strict", True)
+            return True
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        view = memoryview(data)
+        for start in range(0, len(view), _UTF8_PIECE):
+            decoder.decode(view[start : start + _UTF8_PIECE], False)
+        decoder.decode(b"", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+#: A frame (with what followed it in the same read) this large means picows grew its read buffer
+#: past the initial ``ws_read_buffer_bytes``; the buffer never shrinks, so its pages are returned
+#: ``ws_buffer_release_s`` later (``release_pages``). 64 KiB is uvloop's read size: below it a
+#: read fits the buffer picows starts with after its first doublings.
+_BIG_READ = 64 * 1024
+_MADV_DONTNEED = 4  # Linux: the pages are dropped; the next touch maps zeroed ones
+
+
+def _find_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise`` on Linux (where MADV_DONTNEED frees at once), else None: nothing is released."""
+    if sys.platform != "linux":
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int, int, int], int], fn)
+
+
+_madvise = _find_madvise()
+
+
+def release_pages(view: memoryview) -> int:
+    """Give the whole memory pages inside ``view`` back to the OS; the bytes released.
+
+    ``view`` must be memory whose contents nobody needs (picows' ``get_buffer``
+    is exactly that: the part of its read buffer the next read will fill).
+    The allocation stays as it is (address, size); only its resident pages
+    go, and a later read maps fresh zeroed pages as it writes them.
+    """
+    if _madvise is None or not len(view) or view.readonly:
+        return 0
+    address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    page = mmap.PAGESIZE
+    start = -(-address // page) * page
+    end = (address + len(view)) // page * page
+    if end <= start or _madvise(start, end - start, _MADV_DONTNEED) != 0:
+        return 0
+    return end - start
 
 
 def text_frame_header(size: int, first_byte: int = _FIN_TEXT) -> bytes:
@@ -266,7 +348,12 @@ class WsPeer(WSListener):
         self._awaiting_close_reply = False
         self._peer_closed = False
         self._drop_timer: asyncio.TimerHandle | None = None
+        self._init_timer: asyncio.TimerHandle | None = None
+        self._release_timer: asyncio.TimerHandle | None = None
+        self.released_bytes = 0  # read-buffer pages given back to the OS (release_pages)
         self.on_end: Callable[[WsPeer], None] | None = None
+        #: Called once if ``first_method`` did not come within ``initialize_timeout_s`` (the host counts it).
+        self.on_initialize_timeout: Callable[[], None] | None = None
 
     # -- picows callbacks ------------------------------------------------------------------
     def on_ws_connected(self, transport: WSTransport) -> None:
@@ -280,14 +367,22 @@ class WsPeer(WSListener):
         conn = Connection(loop, writer, self.limits, name=f"acp[{self.connection_id[:8]}]")
         conn.reader_attached(self.pauses)  # the Connection pauses its inbox's reason, or closes the socket
         self.writer, self.out, self.conn = writer, out, conn
+        if self._first_method is not None:
+            self._init_timer = loop.call_later(self.limits.initialize_timeout_s, self._initialize_overdue)
         self._on_start(self)
+
+    def is_user_specific_pong(self, frame: WSFrame) -> bool:
+        """The PONG picows' keep-alive waits for; one with a reserved bit goes to ``on_ws_frame`` (1002)."""
+        return frame.msg_type is WSMsgType.PONG and not (frame.rsv1 or frame.rsv2 or frame.rsv3)
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
         if frame.rsv1 or frame.rsv2 or frame.rsv3:
             self._extension_frame(frame)
         elif kind is WSMsgType.TEXT:
-            if frame.fin:
+            if self._fragment_kind is not None:
+                self._protocol_error(b"a new message inside a fragmented one")
+            elif frame.fin:
                 self._deliver(frame.get_payload_as_memoryview())
             else:
                 self._fragment_kind = WSMsgType.TEXT
@@ -295,13 +390,22 @@ class WsPeer(WSListener):
                 self._fragments_compressed = False
         elif kind is WSMsgType.CONTINUATION:
             self._continue(frame)
+        elif kind is WSMsgType.PING:
+            # picows' automatic PONG is off (hosting/front.py) so that a PING with a reserved bit
+            # reaches the check above; picows sends nothing once a close frame left.
+            transport.send_pong(frame.get_payload_as_bytes())
         elif kind is WSMsgType.BINARY:
-            self.binary_frames += 1  # ACP messages are text; binary frames are ignored
-            if not frame.fin:
-                self._fragment_kind = WSMsgType.BINARY
+            if self._fragment_kind is not None:
+                self._protocol_error(b"a new message inside a fragmented one")
+            else:
+                self.binary_frames += 1  # ACP messages are text; binary frames are ignored
+                if not frame.fin:
+                    self._fragment_kind = WSMsgType.BINARY
         elif kind is WSMsgType.CLOSE:
             self._close_received(transport, frame)
             return
+        if frame.payload_size + frame.tail_size > _BIG_READ:
+            self._big_read()
         if frame.last_in_buffer:
             # The fast path: dispatch the read's messages now. A read whose last frame picows keeps for
             # itself (a PING, the PONG to its own ping) needs nothing here: the Connection ends every
@@ -312,9 +416,10 @@ class WsPeer(WSListener):
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
         self._fragments = None
-        if self._drop_timer is not None:
-            self._drop_timer.cancel()
-            self._drop_timer = None
+        for timer in (self._drop_timer, self._init_timer, self._release_timer):
+            if timer is not None:
+                timer.cancel()
+        self._drop_timer = self._init_timer = self._release_timer = None
         out, writer, conn = self.out, self.writer, self.conn
         if out is None or writer is None or conn is None:
             return
@@ -393,8 +498,10 @@ class WsPeer(WSListener):
         """
         kind = frame.msg_type
         if frame.rsv2 or frame.rsv3 or self.deflate is None or kind not in (WSMsgType.TEXT, WSMsgType.BINARY):
-            self._fragments = self._fragment_kind = None
-            self.close(CLOSE_PROTOCOL_ERROR, b"reserved bit set without an extension that defines it")
+            self._protocol_error(b"reserved bit set without an extension that defines it")
+            return
+        if self._fragment_kind is not None:
+            self._protocol_error(b"a new message inside a fragmented one")
             return
         if kind is WSMsgType.BINARY:
             self.binary_frames += 1
@@ -427,12 +534,13 @@ class WsPeer(WSListener):
             return
         buf = self._fragments
         if buf is None:
-            return  # a continuation without a start: nothing to continue
+            if not self.ended:  # after our close, what is still read is discarded, not judged
+                self._protocol_error(b"a continuation frame without a message to continue")
+            return
         buf += frame.get_payload_as_memoryview()
         if len(buf) > self.limits.max_line_bytes:
             self._fragments = self._fragment_kind = None
-            if self.out is not None:
-                self.out.close_with(CLOSE_TOO_BIG, b"message exceeds the size limit")
+            self.close(CLOSE_TOO_BIG, b"message exceeds the size limit")
             return
         if frame.fin:
             self._fragments = self._fragment_kind = None
@@ -446,9 +554,57 @@ class WsPeer(WSListener):
         conn = self.conn
         if conn is None or self.ended:
             return
+        if not valid_utf8(payload):
+            log.info("connection %s: a text message that is not UTF-8; closing 1007", self.connection_id)
+            self.close(CLOSE_INVALID_TEXT, b"text message is not valid UTF-8")
+            return
         if self._first_method is not None and not self._admit_first(payload):
             return
         conn.feed_line(payload)
+
+    def _protocol_error(self, reason: bytes) -> None:
+        """A frame RFC 6455 forbids here: drop any half-read message and close 1002."""
+        self._fragments = self._fragment_kind = None
+        if not self.ended:
+            log.info("connection %s: %s; closing 1002", self.connection_id, reason.decode())
+        self.close(CLOSE_PROTOCOL_ERROR, reason)
+
+    def _initialize_overdue(self) -> None:
+        """``first_method`` did not come in time: the socket holds a slot and serves nobody; close 1008."""
+        self._init_timer = None
+        if self.ended or self._first_method is None:
+            return
+        log.info(
+            "connection %s: no %s within %.3g s; closing 1008",
+            self.connection_id,
+            self._first_method,
+            self.limits.initialize_timeout_s,
+        )
+        if self.on_initialize_timeout is not None:
+            self.on_initialize_timeout()
+        self.close(CLOSE_POLICY, f"{self._first_method} not received in time".encode())
+
+    def _big_read(self) -> None:
+        """picows' read buffer grew for this read: give its unused pages back a little later."""
+        if self._release_timer is None:
+            loop = asyncio.get_running_loop()
+            self._release_timer = loop.call_later(self.limits.ws_buffer_release_s, self._release_read_buffer)
+
+    def _release_read_buffer(self) -> None:
+        """Return the pages of picows' read buffer that hold no unread bytes (it grows, never shrinks).
+
+        Called between reads, so ``get_buffer`` is exactly the part the next
+        read fills: with nothing buffered, all of it. The allocation keeps
+        its size; a later large message touches the pages again.
+        """
+        self._release_timer = None
+        ws = self.ws
+        if ws is None or ws.is_disconnected:
+            return
+        protocol = ws.underlying_transport.get_protocol()
+        get_buffer = getattr(protocol, "get_buffer", None)
+        if get_buffer is not None:
+            self.released_bytes += release_pages(get_buffer(-1))
 
     def _admit_first(self, payload: bytes | bytearray | memoryview) -> bool:
         """Until the first message that parses: is it ``first_method``? Else close 1002."""
@@ -458,6 +614,9 @@ class WsPeer(WSListener):
             return True  # answered -32700/-32600 by the Connection; still waiting for the first message
         if type(message) is Request and message.method == self._first_method:
             self._first_method = None
+            if self._init_timer is not None:
+                self._init_timer.cancel()
+                self._init_timer = None
             return True
         log.info("connection %s: first message was not %s; closing 1002", self.connection_id, self._first_method)
         self.close(CLOSE_PROTOCOL_ERROR, f"the first message must be {self._first_method}".encode())

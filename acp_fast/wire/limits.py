@@ -245,6 +245,34 @@ MAX_INITIALIZE_BODY_BYTES = 64 * KiB
 #: and memory without sending data; a size line needs 18 bytes.
 MAX_CHUNK_LINE_BYTES = 4 * KiB
 
+# -- WebSocket (issue 27): slots held without ACP, per-client connections, read buffers --------------
+
+#: Seconds an upgraded WebSocket may stay open without sending ``initialize``;
+#: past it the socket closes with 1008 (counted: ``initialize_timeouts``).
+#: Answering pings is not enough to hold a connection slot for ever. A client
+#: sends ``initialize`` right after the upgrade; 10 s is the ``websockets``
+#: library's ``open_timeout`` and leaves a slow link room, while a slot-holder
+#: holds each slot seconds instead of indefinitely. The HTTP front may use the
+#: same bound for a connection created by ``initialize``.
+INITIALIZE_TIMEOUT_S = 10.0
+
+#: Live ACP connections (WebSocket and Streamable HTTP together) one principal
+#: may hold; with no auth hook, one peer address. The next upgrade is answered
+#: 503 (an HTTP ``initialize`` likewise); counted as ``refused_per_principal``.
+#: The anchor is nginx's ``limit_conn`` per address: 256 is far more than one
+#: user's editor windows and still 1/40 of ``max_connections``, so one client
+#: cannot take every slot of a public port. Behind a proxy every client shares
+#: the proxy's address: raise it there, or authenticate.
+MAX_CONNECTIONS_PER_PRINCIPAL = 256
+
+#: Seconds after a large read (64 KiB or more) before the unused pages of the
+#: connection's read buffer are given back to the OS. picows grows that buffer
+#: for a large message and never shrinks it (three idle connections that each
+#: sent 48 MiB held +148 MB); waiting a moment keeps a stream of large messages
+#: from paying for the pages again each time. 1 s is well inside the goal of an
+#: idle connection back at its usual size ten seconds after any message.
+WS_BUFFER_RELEASE_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -298,6 +326,10 @@ class Limits:
     max_initialize_per_socket: int = MAX_INITIALIZE_PER_SOCKET
     max_initialize_body_bytes: int = MAX_INITIALIZE_BODY_BYTES
     max_chunk_line_bytes: int = MAX_CHUNK_LINE_BYTES
+    # WebSocket
+    initialize_timeout_s: float = INITIALIZE_TIMEOUT_S
+    max_connections_per_principal: int = MAX_CONNECTIONS_PER_PRINCIPAL
+    ws_buffer_release_s: float = WS_BUFFER_RELEASE_S
 
     def __post_init__(self) -> None:
         for f in fields(self):
