@@ -617,3 +617,22 @@ def test_an_initialize_with_a_refused_id_is_answered_at_once(run: Any, rid: Any)
         writer.close()
 
     run(with_host(body))
+
+
+def test_refusals_the_channel_answers_itself_are_counted(run: Any) -> None:
+    """A head that cannot be parsed (400) or is too large (431) is answered by the channel, and counted
+    in the host's ``refused`` like the refusals the host makes (they were not before)."""
+
+    async def body(host: AcpHost) -> None:
+        for raw, status in (
+            (b"GET /healthz HTTP/1.1\nHost: x\n\n", 400),
+            (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (20 * 1024) + b"\r\n\r\n", 431),
+        ):
+            reader, writer = await connect(host)
+            writer.write(raw)
+            answer = await read_response(reader)
+            assert answer is not None and answer.status == status, answer
+            writer.close()
+        assert host.refused.get(400) == 1 and host.refused.get(431) == 1, host.refused
+
+    run(with_host(body))

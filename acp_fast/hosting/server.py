@@ -212,7 +212,12 @@ class AcpHost:
     def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
         channel = HttpChannel(
-            transport, self._http_request, self.limits, admit=self._http_admit, on_lost=self._http_channel_lost
+            transport,
+            self._http_request,
+            self.limits,
+            admit=self._http_admit,
+            on_lost=self._http_channel_lost,
+            on_refused=self._count_refused,
         )
         self._channels.add(channel)
         self._unbound_channels += 1
