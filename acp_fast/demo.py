@@ -311,7 +311,9 @@ class DemoAgent(Agent):
         else:
             await client.plan_update(session_id, "demo-plan", entries=[_plan_entry(s, "pending") for s in PLAN_STEPS])
             await client.plan_update(session_id, "demo-notes", markdown="## Notes\n- nothing to add")
-            await client.plan_update(session_id, "demo-plan", entries=[_plan_entry(s, "completed") for s in PLAN_STEPS])
+            await client.plan_update(
+                session_id, "demo-plan", entries=[_plan_entry(s, "completed") for s in PLAN_STEPS]
+            )
             await client.plan_removed(session_id, "demo-notes")
         if client.supports_update("notice"):
             await client.notice(session_id, "Plan finished", description=f"{len(PLAN_STEPS)} steps completed")
@@ -320,14 +322,8 @@ class DemoAgent(Agent):
     async def _mcp(self, session_id: str, server_id: str) -> None:
         conn = await self.client.connect_mcp(server_id)
         try:
-            await conn.request(
-                "initialize",
-                {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "acp-fast-demo", "version": "0.1.0"},
-                },
-            )
+            await conn.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                              "clientInfo": {"name": "acp-fast-demo", "version": "0.1.0"}})
             await conn.notify("notifications/initialized")
             listed = await conn.request("tools/list", {})
         finally:

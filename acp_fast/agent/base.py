@@ -68,10 +68,14 @@ class Turn:
         return self.token.cancelled
 
 
-_current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("acp_fast_turn", default=None)
+_current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
+    "acp_fast_turn", default=None
+)
 
 
-_current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar("acp_fast_context", default=None)
+_current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
+    "acp_fast_context", default=None
+)
 
 
 def current_context() -> Context:
@@ -193,7 +197,9 @@ class Agent:
         raise MethodNotFound("session/fork")
 
     @_unimplemented
-    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         raise MethodNotFound("session/list")
 
     @_unimplemented
@@ -205,7 +211,9 @@ class Agent:
         raise MethodNotFound("session/close")
 
     @_unimplemented
-    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> dict[str, Any] | None:
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> dict[str, Any] | None:
         raise MethodNotFound("session/set_mode")
 
     @_unimplemented
@@ -254,7 +262,9 @@ class Agent:
 
     # -- the turn (background lane) ----------------------------------------------------
     @_unimplemented
-    async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any] | str | None:
+    async def prompt(
+        self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any
+    ) -> dict[str, Any] | str | None:
         """Run one turn; return ``{"stopReason": ...}``, a stop reason, or None (end_turn)."""
         raise MethodNotFound("session/prompt")
 

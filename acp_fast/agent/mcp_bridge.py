@@ -137,7 +137,9 @@ class McpProvider:
     async def connect(self, server_id: str) -> Handle:
         raise InvalidParams(f"unknown MCP server {server_id!r}", {"serverId": server_id})
 
-    async def message(self, handle: Handle, method: str, params: dict[str, Any] | None, *, is_request: bool) -> Any:
+    async def message(
+        self, handle: Handle, method: str, params: dict[str, Any] | None, *, is_request: bool
+    ) -> Any:
         raise MethodNotFound(f"Method not found: {method}", {"method": method})
 
     async def disconnect(self, handle: Handle) -> None:
@@ -394,7 +396,9 @@ class McpBridge:
         if method == "mcp/message" and _form_of(kwargs) == "request":
             params = kwargs.get("params")
             if params is not None and type(params) is not dict:
-                raise InvalidParams("Invalid params: mcp/message params must be an object or null", {"field": "params"})
+                raise InvalidParams(
+                    "Invalid params: mcp/message params must be an object or null", {"field": "params"}
+                )
 
     async def handle_request(self, method: str, kwargs: dict[str, Any]) -> Any:
         if method == "mcp/connect":
@@ -477,12 +481,16 @@ class McpBridge:
         client = self._clients.get(connection_id)
         if client is not None:
             return _pass_through(await client.inbound.request(method, params))
-        raise InvalidParams(f"unknown or closed MCP connection {connection_id!r}", {"connectionId": connection_id})
+        raise InvalidParams(
+            f"unknown or closed MCP connection {connection_id!r}", {"connectionId": connection_id}
+        )
 
     async def _disconnect(self, connection_id: str) -> dict[str, Any]:
         hosted = self._open_hosted(connection_id)
         if hosted is None:
-            raise InvalidParams(f"unknown or closed MCP connection {connection_id!r}", {"connectionId": connection_id})
+            raise InvalidParams(
+                f"unknown or closed MCP connection {connection_id!r}", {"connectionId": connection_id}
+            )
         hosted.state = ConnState.CLOSED
         del self._hosted[connection_id]
         assert self.provider is not None

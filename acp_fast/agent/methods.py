@@ -176,7 +176,9 @@ class MethodSpec:
             return got
         wire, _py, _kind, check, _required = self._steps[got]  # type: ignore[index]
         if params.get(wire) is None:
-            raise InvalidParams(f"Invalid params for {self.method}: missing required field {wire!r}", {"field": wire})
+            raise InvalidParams(
+                f"Invalid params for {self.method}: missing required field {wire!r}", {"field": wire}
+            )
         raise InvalidParams(
             f"Invalid params for {self.method}: field {wire!r} must be {_EXPECT[check]}", {"field": wire}
         )
@@ -309,7 +311,9 @@ _SPECS: Final = (
     ),
     MethodSpec("session/prompt", _B, "prompt", (_SID, _f("prompt", _is_content_list))),
     MethodSpec("session/cancel", _C, "cancel", (_SID,), notification=True),
-    MethodSpec("$/cancel_request", _C, "cancel_request", (_f("requestId", _is_request_id),), notification=True),
+    MethodSpec(
+        "$/cancel_request", _C, "cancel_request", (_f("requestId", _is_request_id),), notification=True
+    ),
     # Unstable (schema 1.29-1.32), served only to agents that implement them. Control lane: each
     # reads or changes session or auth state that the next request may depend on (R01), and none
     # waits for the client.

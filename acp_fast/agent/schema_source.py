@@ -265,7 +265,6 @@ def file_revision(path: Path, data: bytes | None = None) -> str:
 
 def _package_of(path: Path) -> tuple[str, str, Path] | None:
     import tomllib
-
     for folder in list(path.parents)[:3]:
         manifest = folder / "package.json"
         if manifest.is_file():

@@ -707,7 +707,9 @@ class AgentServer:
                 req.respond(pending.result)
 
         try:
-            self.conn.spawn(start_then_answer(), name=f"acp.session_start:{pending.session_id}")
+            self.conn.spawn(
+                start_then_answer(), name=f"acp.session_start:{pending.session_id}"
+            )
         except ServerBusy as exc:  # the spawn limit is full: answer now, start callback skipped
             log.warning("on_session_start(%r) not run: %s", pending.session_id, exc.message)
             req.respond(pending.result)

@@ -133,7 +133,8 @@ class Session:
                     "cancellation; retry once it has ended"
                 )
             raise PromptInProgress(
-                f"session {self.id!r} already has a prompt running; cancel it or wait for its response"
+                f"session {self.id!r} already has a prompt running; "
+                "cancel it or wait for its response"
             )
 
     def end_turn(self, job: RunningTurn) -> None:
@@ -211,7 +212,10 @@ class SessionTable:
     def check_capacity(self) -> None:
         """Raise ServerBusy if no further session fits."""
         if len(self._sessions) >= self.capacity:
-            raise ServerBusy(f"{len(self._sessions)} sessions are open (limit {self.capacity}); close one first")
+            raise ServerBusy(
+                f"{len(self._sessions)} sessions are open (limit {self.capacity}); "
+                "close one first"
+            )
 
     def open(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> Session:
         """The session with this id, made and added if there is none: what an opening method needs.
@@ -272,7 +276,9 @@ class SessionTable:
     def idle_longer_than(self, seconds: float, now: float | None = None) -> list[Session]:
         """Sessions idle past ``seconds``; never one with a prompt running (R16)."""
         now = time.monotonic() if now is None else now
-        return [s for s in self._sessions.values() if not s.busy and now - s.last_active > seconds]
+        return [
+            s for s in self._sessions.values() if not s.busy and now - s.last_active > seconds
+        ]
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -392,7 +392,9 @@ class ClientSideConnection:
     def build_session(self, cwd: str) -> SessionBuilder:
         return SessionBuilder(self, cwd)
 
-    async def load_session(self, session_id: str, cwd: str, mcp_servers: Sequence[Params] = ()) -> ClientSession:
+    async def load_session(
+        self, session_id: str, cwd: str, mcp_servers: Sequence[Params] = ()
+    ) -> ClientSession:
         """``session/load``: routed before the request leaves, so the replay it streams is kept."""
         previous = self._sessions.get(session_id)
         session = self._register(session_id, {})
@@ -478,7 +480,9 @@ class InMemoryPair:
         await self.server_task
 
 
-def connect_in_memory(agent: Agent, handler: ClientHandler | None = None, limits: Limits | None = None) -> InMemoryPair:
+def connect_in_memory(
+    agent: Agent, handler: ClientHandler | None = None, limits: Limits | None = None
+) -> InMemoryPair:
     """Serve ``agent`` on an in-memory connection and return the client side, running."""
     from ..agent.server import AgentServer
 

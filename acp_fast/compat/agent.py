@@ -245,7 +245,6 @@ def _parses(note: Notification) -> bool:
         return False
     return True
 
-
 #: Requests acp_fast's server routes and answers itself (with the forwarders below as the agent's
 #: methods); mcp/* are left out: the server hands them to its MCP bridge, never to the agent.
 _CORE_REQUESTS = frozenset(m for m, s in AGENT_METHODS.items() if not s.notification and not m.startswith("mcp/"))

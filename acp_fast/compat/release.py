@@ -38,7 +38,6 @@ from pydantic import BaseModel, TypeAdapter
 
 log = logging.getLogger("acp_fast.compat")
 
-
 def _version_tuple(text: str) -> tuple[int, ...]:
     parts: list[int] = []
     for piece in text.split("."):

@@ -231,7 +231,9 @@ class RedisStore(SessionStore):
         aioredis: Any = importlib.import_module("redis.asyncio")
         self.name = url.split("@")[-1] if "@" in url else url  # no password in logs
         self.timeout_s = timeout_s
-        self._client: Any = aioredis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        self._client: Any = aioredis.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
         self._put: Any = self._client.register_script(_PUT)
         self._take: Any = self._client.register_script(_TAKE)
 

@@ -52,13 +52,17 @@ async def connect_stdio(
     if not _pollable(out_fd, selectors.EVENT_WRITE):
         wt: asyncio.WriteTransport = _FileWriteTransport(out_fd)
     else:
-        wt, _ = await loop.connect_write_pipe(lambda: WriteProtocol(writer), os.fdopen(out_fd, "wb", buffering=0))
+        wt, _ = await loop.connect_write_pipe(
+            lambda: WriteProtocol(writer), os.fdopen(out_fd, "wb", buffering=0)
+        )
     writer.attach(wt)
     rt: asyncio.BaseTransport
     if not _pollable(in_fd, selectors.EVENT_READ):
         rt = _FileReadTransport(loop, in_fd, read_protocol)
     else:
-        rt, _ = await loop.connect_read_pipe(lambda: read_protocol, os.fdopen(in_fd, "rb", buffering=0))
+        rt, _ = await loop.connect_read_pipe(
+            lambda: read_protocol, os.fdopen(in_fd, "rb", buffering=0)
+        )
     return rt
 
 
@@ -101,7 +105,9 @@ class _FileReadTransport(asyncio.ReadTransport):
     a pipe, and at most one chunk is ever in flight.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, protocol: asyncio.BaseProtocol) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, fd: int, protocol: asyncio.BaseProtocol
+    ) -> None:
         super().__init__()
         self._loop = loop
         self._fd = fd

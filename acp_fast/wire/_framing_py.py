@@ -51,7 +51,9 @@ class LineFramer:
 
     __slots__ = ("_carry", "_discarding", "_head_bytes", "_max_line_bytes", "_size")
 
-    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES, head_bytes: int = OVERLIMIT_HEAD_BYTES) -> None:
+    def __init__(
+        self, max_line_bytes: int = MAX_LINE_BYTES, head_bytes: int = OVERLIMIT_HEAD_BYTES
+    ) -> None:
         max_line_bytes = operator.index(max_line_bytes)
         head_bytes = operator.index(head_bytes)
         if max_line_bytes < 1:
@@ -114,7 +116,9 @@ class LineFramer:
         self._reset()
         return event
 
-    def _in_chunk(self, view: memoryview, hay: bytes | bytearray, start: int, nl: int) -> Frame | None:
+    def _in_chunk(
+        self, view: memoryview, hay: bytes | bytearray, start: int, nl: int
+    ) -> Frame | None:
         """Frame ``view[start:nl]``, a line that lies wholly inside this chunk."""
         size = nl - start
         if size > self._max_line_bytes:

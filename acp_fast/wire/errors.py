@@ -25,7 +25,9 @@ class AcpError(Exception):
         if "code" in cls.__dict__:
             taken = _BY_CODE.get(cls.code)
             if taken is not None:
-                raise TypeError(f"{cls.__name__} declares code {cls.code}, already used by {taken.__name__}")
+                raise TypeError(
+                    f"{cls.__name__} declares code {cls.code}, already used by {taken.__name__}"
+                )
             _BY_CODE[cls.code] = cls
 
     def __init__(self, message: str | None = None, data: Any = None) -> None:

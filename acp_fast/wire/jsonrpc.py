@@ -117,7 +117,8 @@ def _classify_slow(obj: Any) -> Message:
     if type(obj) is not dict:
         if type(obj) is list:
             raise InvalidMessage(
-                "Invalid request: JSON-RPC batches are not supported by ACP v1; send one message per line"
+                "Invalid request: JSON-RPC batches are not supported by ACP v1; "
+                "send one message per line"
             )
         raise InvalidMessage(f"Invalid request: expected a JSON object, got {_kind(obj)}")
     has_id = "id" in obj
@@ -126,14 +127,18 @@ def _classify_slow(obj: Any) -> Message:
     if obj.get("jsonrpc") != "2.0":
         raise InvalidMessage('Invalid request: "jsonrpc" must be "2.0"', rid)
     if has_id and raw_id is not None and not _valid_id(raw_id):
-        raise InvalidMessage("Invalid request: id must be a string, an int64 integer or null", None)
+        raise InvalidMessage(
+            "Invalid request: id must be a string, an int64 integer or null", None
+        )
     method = obj.get("method")
     if method is not None:
         if type(method) is not str:
             raise InvalidMessage('Invalid request: "method" must be a string', rid)
         params = obj.get("params")
         if params is not None and type(params) is not dict and type(params) is not list:
-            raise InvalidMessage('Invalid request: "params" must be an object or an array', rid)
+            raise InvalidMessage(
+                'Invalid request: "params" must be an object or an array', rid
+            )
         if not has_id:
             return Notification(method, params)
         if raw_id is None:
@@ -197,7 +202,9 @@ if not TYPE_CHECKING and os.environ.get("ACP_FAST_NO_EXTENSIONS") != "1":
 def _kind(obj: Any) -> str:
     if obj is None:
         return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(type(obj), type(obj).__name__)
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+        type(obj), type(obj).__name__
+    )
 
 
 # -- encoding: one message, one line, compact, newline-terminated ----------
