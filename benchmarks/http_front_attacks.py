@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from acp_fast.bench.hosting import rss_kib
+
 _HOST = """
 import asyncio, sys
 from acp_fast.demo import DemoAgent
@@ -36,14 +38,6 @@ asyncio.run(main())
 """
 
 BODY = 32 * 1024 * 1024
-
-
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
 def _start(mode: str) -> tuple[subprocess.Popen[str], int]:
@@ -116,13 +110,13 @@ def main() -> None:
     proc, port = _start("refuse")
     try:
         time.sleep(0.3)
-        before = _rss_kib(proc.pid)
+        before = rss_kib(proc.pid)
 
         async def four() -> list[tuple[bool, bool]]:
             return await asyncio.gather(*(_stalled_body(port) for _ in range(4)))
 
         results = asyncio.run(four())
-        after = _rss_kib(proc.pid)
+        after = rss_kib(proc.pid)
         out["stalled_bodies"] = {
             "rss_growth_mib": round((after - before) / 1024, 1),
             "answered": sum(a for a, _ in results),

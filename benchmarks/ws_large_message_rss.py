@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from acp_fast.bench.hosting import rss_kib
+
 SERVER = """
 import asyncio, sys
 from acp_fast.demo import DemoAgent
@@ -33,14 +35,6 @@ async def main():
     await asyncio.Event().wait()
 asyncio.run(main())
 """
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
 def frame(payload: bytes) -> bytes:

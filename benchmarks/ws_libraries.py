@@ -110,16 +110,10 @@ def _child(name: str, port: int) -> None:
 
 
 # -- client -----------------------------------------------------------------------------------
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
 async def _measure(port: int, pid: int, rounds: int, idle: int) -> dict[str, float]:
     from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
+
+    from acp_fast.bench.hosting import rss_kib  # here: the measured servers are children of this file
 
     class Client(WSListener):
         def __init__(self) -> None:
@@ -143,13 +137,13 @@ async def _measure(port: int, pid: int, rounds: int, idle: int) -> dict[str, flo
     transport.disconnect()
     samples.sort()
     await asyncio.sleep(0.5)
-    before = _rss_kib(pid)
+    before = rss_kib(pid)
     held = []
     for start in range(0, idle, 100):
         batch = await asyncio.gather(*(ws_connect(WSListener, url) for _ in range(min(100, idle - start))))
         held.extend(t for t, _ in batch)
     await asyncio.sleep(1.0)
-    after = _rss_kib(pid)
+    after = rss_kib(pid)
     for t in held:
         t.disconnect()
     return {
