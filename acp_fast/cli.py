@@ -290,10 +290,8 @@ def _load_agent(target: str, unstable: bool = False, strict: bool = False) -> Ag
     try:
         from .compat import wrap_sdk_agent  # an agent written on the official SDK
     except ImportError:
-        _fail(
-            f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
-            f"{install_hint('compat')}"
-        )
+        _fail(f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
+              f"{install_hint('compat')}")
     sdk_agent = obj() if isinstance(obj, type) else obj
     wrapped: Agent = wrap_sdk_agent(sdk_agent, use_unstable_protocol=unstable, strict=strict)
     return wrapped

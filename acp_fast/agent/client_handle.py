@@ -166,7 +166,8 @@ class Client:
     def _require_update(self, kind: str) -> None:
         if not self.supports_update(kind):
             raise CapabilityNotSupported(
-                f"the client did not advertise the capability {kind!r} updates need ({'.'.join(UPDATE_GATES[kind])})"
+                f"the client did not advertise the capability {kind!r} updates need "
+                f"({'.'.join(UPDATE_GATES[kind])})"
             )
 
     def request(self, method: str, params: Any = None) -> PendingRequest:
@@ -534,7 +535,9 @@ class Client:
         return result
 
     async def write_text_file(self, session_id: str, path: str, content: str) -> dict[str, Any]:
-        result = await self.request("fs/write_text_file", {"sessionId": session_id, "path": path, "content": content})
+        result = await self.request(
+            "fs/write_text_file", {"sessionId": session_id, "path": path, "content": content}
+        )
         return result if isinstance(result, dict) else {}
 
     async def create_terminal(
@@ -637,3 +640,4 @@ class Client:
             raise ValueError(f"extension methods start with '_': {method!r}")
         self._conn.send_notification(method, params)
         await self._conn.drain()
+

@@ -63,7 +63,9 @@ async def serve_stdio(
     return server
 
 
-def _install_signal_handlers(loop: asyncio.AbstractEventLoop, reader: ReadProtocol) -> Callable[[], None]:
+def _install_signal_handlers(
+    loop: asyncio.AbstractEventLoop, reader: ReadProtocol
+) -> Callable[[], None]:
     """SIGTERM/SIGINT end the read side: the same graceful path as EOF."""
     installed = []
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -139,7 +139,9 @@ class StdioLink(Link):
             await self.process.wait()
 
 
-async def open_stdio(argv: Sequence[str], handler: ClientHandler, limits: Limits, tap: Tap | None = None) -> StdioLink:
+async def open_stdio(
+    argv: Sequence[str], handler: ClientHandler, limits: Limits, tap: Tap | None = None
+) -> StdioLink:
     """Spawn ``argv`` and speak ACP over its stdin/stdout (stderr stays the terminal's)."""
     loop = asyncio.get_running_loop()
     to_agent_r, to_agent_w = os.pipe()

@@ -240,10 +240,7 @@ class IncomingRequest:
             log.error("the error data of %s (id %r) cannot be encoded as JSON", self.method, self.id, exc_info=enc)
             data = jsonrpc.encode_error(self.id, _unencodable(self.method, "error data", enc))
         if self._settle():
-            writer = self._conn.writer
-            if writer.routed:
-                writer.route(ERROR, self.id, None)
-            writer.write(data)
+            self._conn._write(data, ERROR, self.id)
 
     def cancel_received(self) -> None:
         """The first cancel of this request's job arrived; a metrics subclass notes the time (observability/)."""
@@ -307,7 +304,6 @@ def _unencodable(method: str, what: str, exc: TypeError) -> InternalError:
     err.__cause__ = exc
     return err
 
-
 class Connection:
     """A JSON-RPC peer over one line transport, agent or client side alike."""
 
@@ -364,7 +360,9 @@ class Connection:
         """Add an ordered request handler; return False from it to pass the request on."""
         self._request_handlers.append((name or _name_of(handler), handler))
 
-    def on_receive_notification(self, handler: NotificationHandler, name: str | None = None) -> None:
+    def on_receive_notification(
+        self, handler: NotificationHandler, name: str | None = None
+    ) -> None:
         """Add an ordered notification handler; return False to pass it on."""
         self._notification_handlers.append((name or _name_of(handler), handler))
 
@@ -479,7 +477,8 @@ class Connection:
         )
         if rid is not None:
             err = InvalidRequest(
-                f"Invalid request: line of {event.size} bytes exceeds the limit of {self.limits.max_line_bytes} bytes"
+                f"Invalid request: line of {event.size} bytes exceeds the limit of "
+                f"{self.limits.max_line_bytes} bytes"
             )
             self._push(_BadLine(err, rid))
 
@@ -645,7 +644,7 @@ class Connection:
                 await self._route_response(item)  # type: ignore[arg-type]
             else:
                 bad: _BadLine = item  # type: ignore[assignment]
-                self._write_error(bad.id, jsonrpc.encode_error(bad.id, bad.error))
+                self._write(jsonrpc.encode_error(bad.id, bad.error), ERROR, bad.id)
                 if self.on_bad_input is not None:
                     self.on_bad_input(bad.error.code)
 
@@ -667,12 +666,15 @@ class Connection:
     def _duplicate_id(self, rid: str | int) -> None:
         """A request reusing the id of one still in flight: answered -32600, the first one stands (R04)."""
         err = InvalidRequest(f"Invalid request: id {rid!r} is already in flight")
-        self._write_error(rid, jsonrpc.encode_error(rid, err))
+        self._write(jsonrpc.encode_error(rid, err), ERROR, rid)
 
-    def _write_error(self, rid: Any, data: bytes) -> None:
+    def _write(self, data: bytes, kind: int, rid: Any = None, params: Any = None) -> None:
+        """Queue one encoded message with its route (``Writer.route``; the session is read from ``params``
+        only for a routed writer). The per-message hot paths (an answer, a session update) inline this.
+        """
         writer = self.writer
         if writer.routed:
-            writer.route(ERROR, rid, None)
+            writer.route(kind, rid, _session_of(params))
         writer.write(data)
 
     def _handler_failed(self, name: str, incoming: IncomingRequest, exc: BaseException) -> None:
@@ -769,10 +771,7 @@ class Connection:
         self._next_id += 1
         pending = PendingRequest(self, self._next_id, method)
         self._pending[pending.id] = pending
-        writer = self.writer
-        if writer.routed:
-            writer.route(REQUEST, pending.id, _session_of(params))
-        writer.write(data)
+        self._write(data, REQUEST, pending.id, params)
         return pending
 
     def abandoned(self, pending: PendingRequest) -> None:
@@ -783,10 +782,7 @@ class Connection:
         quietly when it comes. Off when ``cancel_abandoned_requests`` is False.
         """
         if self.cancel_abandoned_requests and self.state is State.OPEN and self.input_state is not _ENDED:
-            writer = self.writer
-            if writer.routed:
-                writer.route(NOTIFICATION, None, None)
-            writer.write(jsonrpc.encode_notification("$/cancel_request", {"requestId": pending.id}))
+            self._write(jsonrpc.encode_notification("$/cancel_request", {"requestId": pending.id}), NOTIFICATION)
 
     def dropping(self) -> bool:
         """Whether the running code's output is to be dropped (``drop_if``); counts the drop."""
@@ -804,10 +800,7 @@ class Connection:
         """
         if self.drop_if is not None and self.dropping():
             return
-        writer = self.writer
-        if writer.routed:
-            writer.route(NOTIFICATION, None, _session_of(params))
-        writer.write(jsonrpc.encode_notification(method, params))
+        self._write(jsonrpc.encode_notification(method, params), NOTIFICATION, None, params)
 
     async def drain(self) -> None:
         """Wait while output is backed up above the high-water mark (R26); else return at once."""
@@ -830,7 +823,9 @@ class Connection:
         """
         if len(self._spawned) >= self.limits.max_spawned:
             coro.close()
-            raise ServerBusy(f"{len(self._spawned)} spawned tasks are running (limit {self.limits.max_spawned})")
+            raise ServerBusy(
+                f"{len(self._spawned)} spawned tasks are running (limit {self.limits.max_spawned})"
+            )
         task = self.loop.create_task(coro, name=name or f"{self.name}.spawn")
         self._spawned[task] = on_done
         task.add_done_callback(self._spawned_done)

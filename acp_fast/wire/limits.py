@@ -338,7 +338,8 @@ class Limits:
                 raise ValueError(f"Limits.{f.name} must be positive, got {value!r}")
         if self.write_low_water > self.write_high_water:
             raise ValueError(
-                f"write_low_water ({self.write_low_water}) must not exceed write_high_water ({self.write_high_water})"
+                f"write_low_water ({self.write_low_water}) must not exceed "
+                f"write_high_water ({self.write_high_water})"
             )
         _check_admission(self)
 
