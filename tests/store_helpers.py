@@ -1,4 +1,5 @@
-"""A real ``redis-server`` on loopback for the session store tests (never a mock), and free ports."""
+"""A real ``redis-server`` on loopback for the session store tests (never a mock), free ports, and
+``need_tool`` for any test that needs a real server binary (redis-server, prometheus, promtool)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,25 +26,11 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
+from tests.store_helpers import free_port, need_tool
 from tests.ws_helpers import WsClient
 
 #: How long Prometheus gets to start and to scrape what the session did (a hang guard, not a measurement).
 WAIT_S = 60.0
-
-
-def _prometheus() -> str:
-    path = shutil.which("prometheus")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("prometheus is not installed; .ci/run installs Debian's prometheus package")
-        pytest.skip("the prometheus binary is not installed (apt-get install prometheus); CI installs it")
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -109,8 +92,8 @@ async def _scripted_session(port: int) -> None:
 
 
 def test_a_real_prometheus_scrapes_the_demo(tmp_path: Path) -> None:
-    prometheus = _prometheus()
-    acp_port, prom_port = _free_port(), _free_port()
+    prometheus = need_tool("prometheus", "apt-get install prometheus")
+    acp_port, prom_port = free_port(), free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"

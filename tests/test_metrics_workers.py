@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -16,16 +15,11 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families
 
 from acp_fast.observability.group import merge
+from tests.store_helpers import free_port
 from tests.ws_helpers import WsClient
 
 CONNECTIONS = 6
 SCRAPES = 6
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -39,7 +33,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_one_scrape_sees_every_worker(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "host.log").open("wb")
     args = [sys.executable, "-m", "acp_fast", "demo", "--listen", f"127.0.0.1:{port}", "--workers", "2", "--metrics"]
     host = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ pytest.importorskip("prometheus_client")
 
 from acp_fast.hosting import AcpHost
 from tests.host_helpers import with_host
+from tests.store_helpers import need_tool
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 RULES = DEPLOY / "prometheus-alerts.yml"
@@ -23,11 +22,7 @@ DASHBOARD = DEPLOY / "grafana-dashboard.json"
 
 
 def test_promtool_accepts_the_alert_rules() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is not installed; .ci/run installs Debian's prometheus package")
-        pytest.skip("promtool (Debian's prometheus package) is not installed")
+    promtool = need_tool("promtool", "Debian's prometheus package")
     done = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 7 rules found" in done.stdout
