@@ -12,7 +12,9 @@ order on messages and events, never on durations.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -72,12 +74,33 @@ class _Client:
         return a, b
 
 
-async def _serve(agents: list[Any], make: Any) -> AcpHost:
+@contextlib.asynccontextmanager
+async def _hosted(make: Any, release: Any) -> AsyncIterator[tuple[AcpHost, list[Any], Any]]:
+    """``make``'s agents served on 127.0.0.1 and one WebSocket to them; at the end every agent is
+    released (``release(agent)``) and the host drained, bounded."""
+    agents: list[Any] = []
+
     def factory() -> Any:
         agents.append(make())
         return agents[-1]
 
-    return await serve_ws(factory, "127.0.0.1", 0, limits=LIMITS)
+    host = await serve_ws(factory, "127.0.0.1", 0, limits=LIMITS)
+    try:
+        async with websockets.connect(f"ws://127.0.0.1:{host.port}/acp") as ws:
+            yield host, agents, ws
+    finally:
+        for agent in agents:
+            release(agent)
+        await asyncio.wait_for(host.drain(), BOUND_S)
+
+
+def _updates_saying(messages: list[Any], texts: tuple[str, ...]) -> list[Any]:
+    """The session/update messages whose content text is one of ``texts`` (any session)."""
+    return [
+        m
+        for m in messages
+        if m.get("method") == "session/update" and m["params"]["update"].get("content", {}).get("text") in texts
+    ]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -85,98 +108,67 @@ def test_r30_r08_over_a_websocket_ignored_cancel_is_answered_and_the_rest_of_the
     run: Any, shape: str
 ) -> None:
     async def body() -> None:
-        agents: list[IgnoresCancel] = []
-        host = await _serve(agents, IgnoresCancel)
-        try:
-            async with websockets.connect(f"ws://127.0.0.1:{host.port}/acp") as ws:
-                c = _Client(ws)
-                sid, other = await c.open()
-                pid = await c.request("session/prompt", prompt_params(sid, shape))
-                await c.until_text(sid, "started")
-                await c.notify("session/cancel", {"sessionId": sid})
-                answer = await c.until_response(pid)
-                assert answer["result"] == {"stopReason": "cancelled"}, answer
-                assert _texts(c.seen, sid) == ["started", "after cancel"]  # R05: before the answer
-                busy = await c.call("session/prompt", prompt_params(sid, "quick"))  # R07: body still runs
-                assert "still finishing its cancellation" in busy["error"]["message"], busy
-                full = await c.call("session/prompt", prompt_params(other, "quick"))  # R08: its slot is held
-                assert full["error"]["code"] == -32000 and "background" in full["error"]["message"], full
-                released = (await c.call("_release", {}))["result"]
-                assert released["dropped"] == _dropped(shape), released
-                again = await c.call("session/prompt", prompt_params(sid, "quick"))
-                assert again["result"] == {"stopReason": "end_turn"}, again
-                assert _texts(c.seen, sid) == ["started", "after cancel"]  # nothing late reached the socket
-                assert len([m for m in c.seen if m.get("id") == pid and "method" not in m]) == 1  # R04
-        finally:
-            for agent in agents:
-                agent.unblock()
-            await asyncio.wait_for(host.drain(), BOUND_S)
+        async with _hosted(IgnoresCancel, IgnoresCancel.unblock) as (_host, _agents, ws):
+            c = _Client(ws)
+            sid, other = await c.open()
+            pid = await c.request("session/prompt", prompt_params(sid, shape))
+            await c.until_text(sid, "started")
+            await c.notify("session/cancel", {"sessionId": sid})
+            answer = await c.until_response(pid)
+            assert answer["result"] == {"stopReason": "cancelled"}, answer
+            assert _texts(c.seen, sid) == ["started", "after cancel"]  # R05: before the answer
+            busy = await c.call("session/prompt", prompt_params(sid, "quick"))  # R07: body still runs
+            assert "still finishing its cancellation" in busy["error"]["message"], busy
+            full = await c.call("session/prompt", prompt_params(other, "quick"))  # R08: its slot is held
+            assert full["error"]["code"] == -32000 and "background" in full["error"]["message"], full
+            released = (await c.call("_release", {}))["result"]
+            assert released["dropped"] == _dropped(shape), released
+            again = await c.call("session/prompt", prompt_params(sid, "quick"))
+            assert again["result"] == {"stopReason": "end_turn"}, again
+            assert _texts(c.seen, sid) == ["started", "after cancel"]  # nothing late reached the socket
+            assert len([m for m in c.seen if m.get("id") == pid and "method" not in m]) == 1  # R04
 
     run(body())
 
 
 def test_r30_r14_over_a_websocket_drain_while_a_turn_swallows_every_cancel_is_bounded(run: Any) -> None:
     async def body() -> None:
-        agents: list[IgnoresCancel] = []
-        host = await _serve(agents, IgnoresCancel)
-        try:
-            async with websockets.connect(f"ws://127.0.0.1:{host.port}/acp") as ws:
-                c = _Client(ws)
-                sid, _ = await c.open()
-                pid = await c.request("session/prompt", prompt_params(sid, "forever"))
-                await c.until_text(sid, "started")
-                drained = asyncio.ensure_future(host.drain())
-                answer = await c.until_response(pid)
-                assert answer["result"] == {"stopReason": "cancelled"}, answer
-                await asyncio.wait_for(drained, BOUND_S)  # R14: ends although the body never returns
-                rest = []
-                with pytest.raises(websockets.ConnectionClosed):
-                    for _ in range(1000):
-                        rest.append(json.loads(await asyncio.wait_for(ws.recv(), BOUND_S)))
-                assert _texts(rest, sid) == [], rest
-                assert host.counts["connections"] == 0
-        finally:
-            for agent in agents:
-                agent.unblock()
-            await asyncio.wait_for(host.drain(), BOUND_S)
+        async with _hosted(IgnoresCancel, IgnoresCancel.unblock) as (host, _agents, ws):
+            c = _Client(ws)
+            sid, _ = await c.open()
+            pid = await c.request("session/prompt", prompt_params(sid, "forever"))
+            await c.until_text(sid, "started")
+            drained = asyncio.ensure_future(host.drain())
+            answer = await c.until_response(pid)
+            assert answer["result"] == {"stopReason": "cancelled"}, answer
+            await asyncio.wait_for(drained, BOUND_S)  # R14: ends although the body never returns
+            rest = []
+            with pytest.raises(websockets.ConnectionClosed):
+                for _ in range(1000):
+                    rest.append(json.loads(await asyncio.wait_for(ws.recv(), BOUND_S)))
+            assert _texts(rest, sid) == [], rest
+            assert host.counts["connections"] == 0
 
     run(body())
 
 
 def test_r30_over_a_websocket_subagent_child_that_ignores_cancel_is_muted_with_its_parent(run: Any) -> None:
     async def body() -> None:
-        agents: list[Any] = []
-        host = await _serve(agents, _StubbornChildParent.make)
-        try:
-            async with websockets.connect(f"ws://127.0.0.1:{host.port}/acp") as ws:
-                c = _Client(ws)
-                sid, _ = await c.open({"subagents": {}})
-                pid = await c.request("session/prompt", prompt_params(sid, "go"))
-                await asyncio.wait_for(agents[0].started.wait(), BOUND_S)
-                await c.notify("session/cancel", {"sessionId": sid})
-                answer = await c.until_response(pid)
-                assert answer["result"] == {"stopReason": "cancelled"}, answer
-                agents[0].release.set()
-                await asyncio.wait_for(agents[0].child_exited.wait(), BOUND_S)
-                # A request answered after the child exited: everything the child sent late would be before it.
-                await c.call("session/list", {})
-                late = [
-                    m
-                    for m in c.seen[c.seen.index(answer) + 1 :]
-                    if m.get("method") == "session/update"
-                    and m["params"]["update"].get("content", {}).get("text") in ("child late", "parent late")
-                ]
-                assert late == [], late
-                child_started = [
-                    m
-                    for m in c.seen[: c.seen.index(answer)]
-                    if m.get("method") == "session/update"
-                    and m["params"]["update"].get("content", {}).get("text") == "child started"
-                ]
-                assert len(child_started) == 1, c.seen  # the child's own updates did reach the socket
-        finally:
-            for agent in agents:
-                agent.release.set()
-            await asyncio.wait_for(host.drain(), BOUND_S)
+        async with _hosted(_StubbornChildParent.make, lambda agent: agent.release.set()) as (_host, agents, ws):
+            c = _Client(ws)
+            sid, _ = await c.open({"subagents": {}})
+            pid = await c.request("session/prompt", prompt_params(sid, "go"))
+            await asyncio.wait_for(agents[0].started.wait(), BOUND_S)
+            await c.notify("session/cancel", {"sessionId": sid})
+            answer = await c.until_response(pid)
+            assert answer["result"] == {"stopReason": "cancelled"}, answer
+            agents[0].release.set()
+            await asyncio.wait_for(agents[0].child_exited.wait(), BOUND_S)
+            # A request answered after the child exited: everything the child sent late would be before it.
+            await c.call("session/list", {})
+            late = _updates_saying(c.seen[c.seen.index(answer) + 1 :], ("child late", "parent late"))
+            assert late == [], late
+            child_started = _updates_saying(c.seen[: c.seen.index(answer)], ("child started",))
+            assert len(child_started) == 1, c.seen  # the child's own updates did reach the socket
 
     run(body())
