@@ -24,6 +24,7 @@ from acp_fast.wire.routes import ANSWER, ERROR, NOTIFICATION, REQUEST, Route
 from tests.host_helpers import with_host
 from tests.http_helpers import HttpAcpClient
 from tests.test_hosting_http import LONG, _allow
+from tests.test_stream_router import Sink
 
 SESSIONS = ["s1", "s2"]
 ids = st.one_of(st.integers(0, 5), st.sampled_from(["0", "1", "a"]))
@@ -66,18 +67,9 @@ def _line(route: Route) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.data = b""
-        self.buffered = 0
-
-    def send(self, data: bytes) -> None:
-        self.data += data
-
-
 def _run(steps: list[Any], routed: bool) -> tuple[dict[Any, bytes], bytes | None, bool]:
     r = StreamRouter(max_streams=8, max_buffered=1 << 30, max_routes=64)
-    sinks = {key: _Sink() for key in [CONNECTION_STREAM, *SESSIONS]}
+    sinks = {key: Sink() for key in [CONNECTION_STREAM, *SESSIONS]}
     for key, sink in sinks.items():
         r.attach(key, sink)
     for step in steps:
