@@ -9,7 +9,7 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from types import FrameType
 from typing import Any
 
@@ -132,17 +132,36 @@ def run_agent(
     log.info("event loop: %s; framer: %s", kind, FRAMER_IMPLEMENTATION)
     warn_if_fallback()
     runner = asyncio.Runner(loop_factory=factory)
+    return run_to_exit(runner, serve_stdio(agent, limits, on_server=on_server))
+
+
+def run_to_exit(
+    runner: asyncio.Runner, main: Coroutine[Any, Any, Any], join_s: float = 0.0, logger: logging.Logger = log
+) -> int:
+    """Run ``main`` on ``runner``, then close it; the exit status: 0, or 1 when tasks are left behind.
+
+    Tasks still pending once ``main`` returned were abandoned by its shutdown
+    (they ignored their cancellation): they are left, not awaited, since
+    ``Runner.close`` would wait for ever. With ``join_s``, they are first
+    cancelled and given that long, for tasks ``main`` never cancelled itself
+    (a library's, say), as ``Runner.close`` would.
+    """
     try:
-        runner.run(serve_stdio(agent, limits, on_server=on_server))
+        runner.run(main)
         loop = runner.get_loop()
         leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
+        if leftovers and join_s > 0:
+            for task in leftovers:
+                task.cancel()
+            loop.run_until_complete(asyncio.wait(leftovers, timeout=join_s))
+            leftovers = {t for t in leftovers if not t.done()}
     except BaseException:
         runner.close()
         raise
     if not leftovers:
         runner.close()
         return 0
-    log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
+    logger.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
     _abandon(loop, leftovers)
     return 1
 

@@ -43,7 +43,7 @@ import orjson
 from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
 
 from ..agent.base import Agent
-from ..agent.serve import _abandon
+from ..agent.serve import run_to_exit
 from ..extras import require
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
@@ -857,42 +857,28 @@ def run_host(
             preload(bool(metrics or metrics_listen), otel)
         gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
-    try:
-        runner.run(
-            _run(
-                agent_factory,
-                address,
-                limits,
-                authorize,
-                allowed_origins,
-                kind,
-                reuse_port,
-                web_console,
-                session_store,
-                metrics=metrics,
-                metrics_listen=metrics_listen,
-                otel=otel,
-                access_log=access_log,
-                metrics_group=metrics_group,
-            )
-        )
-        loop = runner.get_loop()
-        leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
-        if leftovers:  # tasks the drain never cancelled (a closed socket's ping loop): as Runner.close would
-            for task in leftovers:
-                task.cancel()
-            join_s = (limits or Limits()).abort_join_s
-            loop.run_until_complete(asyncio.wait(leftovers, timeout=join_s))
-            leftovers = {t for t in leftovers if not t.done()}
-    except BaseException:
-        runner.close()
-        raise
-    if not leftovers:
-        runner.close()
-        return 0
-    log.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
-    _abandon(loop, leftovers)
-    return 1
+    # A closed socket's picows ping loop may still be pending after the drain: cancelled and joined there.
+    return run_to_exit(
+        runner,
+        _run(
+            agent_factory,
+            address,
+            limits,
+            authorize,
+            allowed_origins,
+            kind,
+            reuse_port,
+            web_console,
+            session_store,
+            metrics=metrics,
+            metrics_listen=metrics_listen,
+            otel=otel,
+            access_log=access_log,
+            metrics_group=metrics_group,
+        ),
+        (limits or Limits()).abort_join_s,
+        log,
+    )
 
 
 async def _run(
