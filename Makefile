@@ -33,4 +33,5 @@ lint:
 	mypy --strict acp_fast
 
 clean:
-	rm -rf build *.egg-info acp_fast/wire/_framing.c acp_fast/wire/*.so acp_fast/wire/*.html
+	rm -rf build *.egg-info acp_fast/wire/_framing.c acp_fast/wire/_decode.c acp_fast/wire/*.so acp_fast/wire/*.html \
+	  acp_fast/observability/_timing.c acp_fast/observability/*.so acp_fast/observability/*.html

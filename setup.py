@@ -1,9 +1,12 @@
-"""Build the C extensions (acp_fast.wire._framing, acp_fast.wire._decode); the rest is pure Python.
+"""Build the C extensions (acp_fast.wire._framing, acp_fast.wire._decode, acp_fast.observability._timing).
+
+The rest is pure Python.
 
 The extensions are optional: without Cython, or when compiling or linking fails
 (no compiler, ``CC=false``), the build warns and the package installs on the
 pure-Python twins (``acp_fast.wire.framing.IMPLEMENTATION == "python"``,
-``acp_fast.wire.jsonrpc.DECODE_IMPLEMENTATION == "python"``).
+``acp_fast.wire.jsonrpc.DECODE_IMPLEMENTATION == "python"``,
+``acp_fast.observability.timing.IMPLEMENTATION == "python"``).
 Release builds are stripped (``-g0``, ``-s``): debug info is most of the
 shared object's size and no user of a wheel has the sources it points at.
 
@@ -85,6 +88,12 @@ setup(
         Extension(
             "acp_fast.wire._decode",
             ["acp_fast/wire/_decode.pyx"],
+            extra_compile_args=cflags,
+            extra_link_args=ldflags,
+        ),
+        Extension(
+            "acp_fast.observability._timing",
+            ["acp_fast/observability/_timing.pyx"],
             extra_compile_args=cflags,
             extra_link_args=ldflags,
         ),

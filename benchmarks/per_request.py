@@ -15,8 +15,9 @@ agent/serve.py) unless ``--gc-default`` keeps CPython's defaults. Issue 15's end
 updates each, no pacing) instead, and reports CPU µs per update and updates
 per CPU second. ``--metrics`` serves with Prometheus metrics on (the
 connection's requests timed, as ``--metrics`` does); ``--compare-metrics``
-alternates runs off and on in the same process and prints both and the ratio
-(issue 24's cost check).
+alternates runs off and on in the same process and prints both medians, their
+ratio and the median of the paired ratios (each on run against the off run
+beside it, which cancels drift on a shared machine; issue 24's cost check).
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def main() -> None:
         m_off, m_on = statistics.median(off), statistics.median(on)
         unit = "us CPU/update" if a.method == "stream" else "us CPU/request"
         print(f"{a.method}: metrics off median {m_off:.3f}, on {m_on:.3f} {unit}: {100 * (m_on / m_off - 1):+.1f} %")
+        paired = statistics.median(b / o for o, b in zip(off, on, strict=True))  # each on run against the off beside it
+        print(f"median of the {a.runs} paired ratios: {100 * (paired - 1):+.1f} %")
         if a.method == "stream":
             print(f"updates per CPU second: off {1e6 / m_off:,.0f}, on {1e6 / m_on:,.0f}")
         print(orjson.dumps({"method": a.method, "off": off, "on": on}).decode())

@@ -244,3 +244,55 @@ def test_a_turn_the_watchdog_answered_for_is_counted_orphaned(run: Any) -> None:
     assert value(found[0], "acp_orphaned_turns") == 1
     assert value(found[0], "acp_cancel_latency_seconds_count") == 1
     assert value(found[1], "acp_orphaned_turns") == 0
+
+
+def test_a_request_is_timed_from_its_read_so_a_wait_behind_another_counts(run: Any) -> None:
+    """Durations start when the read that delivered a request was framed, not when it was taken up.
+
+    B is read while A holds the ordered control lane, so B waits in the inbox until A is answered;
+    its duration includes that wait. Bounds are read from the timings' own clock: the set_mode
+    histogram's sum is at least (release - A's read) + (release - B's read), and at most the time
+    from each read to both answers having arrived.
+    """
+    from acp_fast.demo import DemoAgent
+    from acp_fast.observability.timing import now
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    class HoldsMode(DemoAgent):
+        async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
+            if mode_id == "hold":
+                entered.set()
+                await release.wait()
+
+    bounds: dict[str, float] = {}
+
+    async def body(host: AcpHost) -> None:
+        c, sid = await _session(host)
+        assert host.metrics is not None
+        (server,) = host.metrics.servers.values()
+        stamp = server.conn.meter
+        assert stamp is not None
+        a = await c.request_nowait("session/set_mode", {"sessionId": sid, "modeId": "hold"})
+        await entered.wait()
+        read_a = stamp.at
+        b = await c.request_nowait("session/set_mode", {"sessionId": sid, "modeId": "code"})
+        for _ in range(100_000):  # B's read is framed (and stamped) while A still holds the lane
+            if stamp.at != read_a:
+                break
+            await asyncio.sleep(0)
+        read_b = stamp.at
+        assert read_b > read_a
+        await asyncio.sleep(0.02)  # makes B's wait long enough that timing it from its dispatch would fail below
+        released = now()
+        release.set()
+        assert "result" in await c.response(a) and "result" in await c.response(b)
+        arrived = now()
+        (h,) = [h for label, h in host.metrics.recorder.timings.histograms() if label == "session/set_mode"]
+        bounds.update(total=h.total, count=sum(h.counts()), low=(released - read_a) + (released - read_b))
+        bounds["high"] = (arrived - read_a) + (arrived - read_b)
+        await c.close()
+
+    run(with_host(body, HoldsMode, metrics=True))
+    assert bounds["count"] == 2
+    assert bounds["low"] <= bounds["total"] <= bounds["high"], bounds

@@ -1,14 +1,16 @@
-"""Prometheus metrics: plain accumulators on the hot path, ``prometheus_client`` families at scrape time.
+"""Prometheus metrics: one C call per answered request, ``prometheus_client`` families at scrape time.
 
 Why not ``prometheus_client.Histogram.observe`` per request: each call takes a
 lock and walks label dictionaries, a cost paid per message whether anyone
-scrapes or not. Here a request made through :class:`TimedRequest` (the
+scrapes or not. Here a request made through the recorder's request type (the
 connection's ``request_type`` while metrics are on) reads the clock when it is
-made and when it is answered, and adds one to a bucket of a plain
-:class:`Accumulator`; :class:`AcpCollector` turns those, and the counts the host
-keeps anyway (``AcpHost.counts``, ``AcpHost.refused``), into metric families
-when ``GET /metrics`` arrives. Everything runs on the event loop's thread, so
-nothing needs a lock.
+made, and its answer goes to :class:`~.timing.Timings` (compiled, see
+``_timing.pyx``), which reads the clock again and adds one to a bucket; the
+rarer outcomes (errors, prompts, cancels) go to plain :class:`~.timing.Histogram`
+objects from Python. :class:`AcpCollector` turns those, and the counts the
+host keeps anyway (``AcpHost.counts``, ``AcpHost.refused``), into metric
+families when ``GET /metrics`` arrives. Everything runs on the event loop's
+thread, so nothing needs a lock.
 
 Label values are bounded: methods outside the ACP method table are reported as
 ``_extension`` or ``unknown``, stop reasons outside the ACP set as ``other``,
@@ -22,10 +24,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -34,11 +34,12 @@ from prometheus_client.registry import Collector
 
 from ..agent.methods import AGENT_METHODS
 from ..agent.server import AgentServer
-from ..peer.connection import Connection, IncomingRequest
+from ..peer.connection import Connection, IncomingRequest, Meter
 from ..wire import jsonrpc
 from ..wire.errors import PromptInProgress, ServerBusy, from_exception
 from ..wire.limits import Limits
 from ..wire.routes import ANSWER
+from .timing import Histogram, Timings, now
 
 log = logging.getLogger(__name__)
 
@@ -60,58 +61,20 @@ LAG_PROBE_INTERVAL_S = 0.5
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 #: The lane of each method, read at scrape time (never per request).
 _LANES = {name: spec.lane.value for name, spec in AGENT_METHODS.items()}
+#: Answers the recorder looks at beyond their duration (a prompt's stop reason).
+_WATCHED = frozenset({"session/prompt"})
 
 
-class Accumulator:
-    """A histogram as plain numbers: per-bucket counts (the last is +Inf), the sum, and values not bucketed yet.
-
-    The hot path only appends a duration to ``pending`` (a list append);
-    :meth:`fold` sorts the pending values and buckets them with one binary
-    search per bound, at scrape time or once ``FOLD_AT`` are waiting, so the
-    list stays bounded whether anyone scrapes or not.
-    """
-
-    __slots__ = ("bounds", "counts", "pending", "total")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
-        self.pending: list[float] = []
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-
-    def fold(self) -> None:
-        pending = self.pending
-        if not pending:
-            return
-        pending.sort()
-        counts = self.counts
-        below = 0
-        for i, bound in enumerate(self.bounds):
-            upto = bisect_right(pending, bound)  # values <= bound: the ``le`` bucket
-            counts[i] += upto - below
-            below = upto
-        counts[-1] += len(pending) - below
-        self.total += sum(pending)
-        pending.clear()
-
-    def buckets(self) -> list[tuple[str, float]]:
-        """Cumulative ``(le, count)`` pairs, as the exposition wants them."""
-        self.fold()
-        out: list[tuple[str, float]] = []
-        running = 0
-        for bound, count in zip(self.bounds, self.counts, strict=False):
-            running += count
-            out.append((repr(bound), running))
-        out.append(("+Inf", running + self.counts[-1]))
-        return out
-
-
-#: Durations an accumulator keeps unbucketed at most (8 KiB of list); the next answer folds them.
-FOLD_AT = 1024
+def buckets(h: Histogram) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` pairs of ``h``, as the exposition wants them."""
+    out: list[tuple[str, float]] = []
+    running = 0
+    counts = h.counts()
+    for bound, count in zip(h.bounds, counts, strict=False):
+        running += count
+        out.append((repr(bound), running))
+    out.append(("+Inf", running + counts[-1]))
+    return out
 
 
 def method_label(method: str) -> str:
@@ -143,66 +106,54 @@ def busy_reason(exc: BaseException) -> str | None:
 
 
 class Recorder:
-    """The accumulators one process (a host, or one stdio agent) records into."""
+    """The histograms and counts one process (a host, or one stdio agent) records into."""
 
     def __init__(self) -> None:
-        self.ok: dict[str, list[float]] = {}  # by method: the ``pending`` list of its "ok" accumulator
-        self.requests: dict[tuple[str, str], Accumulator] = {}  # by (method label, outcome)
-        self.prompts: dict[str, Accumulator] = {}  # by stop reason
-        self.cancel_latency = Accumulator(CANCEL_BUCKETS)
+        self.timings = Timings(REQUEST_BUCKETS, method_label, _WATCHED)  # answers, by method label
+        self.errors: dict[tuple[str, str], Histogram] = {}  # error answers, by (method label, code label)
+        self.prompts: dict[str, Histogram] = {}  # by stop reason
+        self.cancel_latency = Histogram(CANCEL_BUCKETS)
         self.refused: dict[str, int] = {}
         self.bad_input: dict[int, int] = {}
         self.ws_closes: dict[int, int] = {}
-        self.loop_lag = Accumulator(LAG_BUCKETS)
+        self.loop_lag = Histogram(LAG_BUCKETS)
         self.loop_lag_last = 0.0
         #: The class the connections make incoming requests with while this recorder is in use.
-        self.request_type: type[IncomingRequest] = type(
-            "BoundTimedRequest", (TimedRequest,), {"__slots__": (), "recorder": self, "ok": self.ok}
-        )
+        self.request_type = _timed_request_type(self)
 
-    def _ok_for(self, method: str) -> Accumulator:
-        label = method_label(method)
-        acc = self.requests.get((label, "ok"))
-        if acc is None:
-            acc = self.requests[(label, "ok")] = Accumulator(REQUEST_BUCKETS)
-        if label == method:  # a known name: cached under itself; unknown ones are looked up each time
-            self.ok[method] = acc.pending
-        return acc
-
-    def fold(self) -> None:
-        """Bucket what every request accumulator has pending (one of them reached ``FOLD_AT``)."""
-        for acc in self.requests.values():
-            acc.fold()
+    def requests(self) -> list[tuple[tuple[str, str], Histogram]]:
+        """Every request histogram by ``(method label, outcome)``, outcome ``ok`` or an error code label."""
+        pairs = [((label, "ok"), h) for label, h in self.timings.histograms()]
+        return sorted(pairs + list(self.errors.items()), key=lambda kv: kv[0])
 
     def answered(self, req: TimedRequest, result: Any, seconds: float) -> None:
-        """The rare parts of an answer: a prompt's stop reason, a cancel's latency (the duration is recorded)."""
-        if req.method == "session/prompt":
-            reason = result.get("stopReason") if type(result) is dict else None
-            self._prompt(reason if reason in STOP_REASONS else "other", seconds)
+        """A prompt's answer: its stop reason, and its cancel's latency (its duration is recorded)."""
+        reason = result.get("stopReason") if type(result) is dict else None
+        self._prompt(reason if reason in STOP_REASONS else "other", seconds)
         if req.cancelled_at:
-            self.cancel_latency.observe(time.perf_counter() - req.cancelled_at)
+            self.cancel_latency.observe(now() - req.cancelled_at)
 
     def failed(self, req: TimedRequest, exc: BaseException) -> None:
-        now = time.perf_counter()
+        end = now()
         code = from_exception(exc).code
         key = (method_label(req.method), code_label(code))
-        acc = self.requests.get(key)
-        if acc is None:
-            acc = self.requests[key] = Accumulator(REQUEST_BUCKETS)
-        acc.observe(now - req.started)
+        h = self.errors.get(key)
+        if h is None:
+            h = self.errors[key] = Histogram(REQUEST_BUCKETS)
+        h.observe(end - req.started)
         reason = busy_reason(exc)
         if reason is not None:
             self.refused[reason] = self.refused.get(reason, 0) + 1
         if req.method == "session/prompt" and reason is None:
-            self._prompt("error", now - req.started)
+            self._prompt("error", end - req.started)
         if req.cancelled_at:
-            self.cancel_latency.observe(now - req.cancelled_at)
+            self.cancel_latency.observe(end - req.cancelled_at)
 
     def _prompt(self, reason: str, seconds: float) -> None:
-        acc = self.prompts.get(reason)
-        if acc is None:
-            acc = self.prompts[reason] = Accumulator(PROMPT_BUCKETS)
-        acc.observe(seconds)
+        h = self.prompts.get(reason)
+        if h is None:
+            h = self.prompts[reason] = Histogram(PROMPT_BUCKETS)
+        h.observe(seconds)
 
     def bad_line(self, code: int) -> None:
         self.bad_input[code] = self.bad_input.get(code, 0) + 1
@@ -213,21 +164,18 @@ class Recorder:
     def instrument(self, conn: Connection) -> None:
         """Make ``conn``'s incoming requests timed and its bad lines counted (before it reads anything)."""
         conn.request_type = self.request_type
-        conn.on_bad_input = self.bad_line
+        conn.meter = Meter(now, self.bad_line)
 
 
 class TimedRequest(IncomingRequest):
-    """An incoming request that knows when it arrived and was cancelled, and records its answer.
+    """An incoming request that knows when it arrived and when its first cancel came.
 
-    Written for the per-message cost (issue 24 measured it): one ``__init__``
-    frame as the base class has, two clock reads, and on a result a list
-    append into the method's accumulator; prompts and cancelled requests take
-    one more call.
+    Recording its answer is the subclass's (:func:`_timed_request_type`), which
+    holds its recorder in closure cells: one per-message cost less than an
+    attribute looked up through the class.
     """
 
     __slots__ = ("cancelled_at", "started")
-    recorder: ClassVar[Recorder]
-    ok: ClassVar[dict[str, list[float]]]
 
     def __init__(self, conn: Connection, id: str | int, method: str, params: Any) -> None:
         self._conn = conn  # IncomingRequest.__init__, inline: one frame less per request
@@ -236,48 +184,53 @@ class TimedRequest(IncomingRequest):
         self.params = params
         self.answered = False
         self.cancelled_at = 0.0
-        self.started = _clock()
+        self.started = conn.meter.at  # type: ignore[union-attr]  # Recorder.instrument set it
 
     def cancel_received(self) -> None:
         if not self.cancelled_at:
-            self.cancelled_at = _clock()
-
-    def respond(self, result: Any) -> None:
-        if self.answered:  # the base class logs and drops a second answer
-            IncomingRequest.respond(self, result)
-            return
-        try:
-            data = _encode_result(self.id, result)
-        except TypeError:  # the base class logs it and answers -32603 through respond_error
-            IncomingRequest.respond(self, result)
-            return
-        # IncomingRequest.respond's write, inline: a frame less per answer.
-        self.answered = True
-        conn = self._conn
-        conn._incoming.pop(self.id, None)
-        writer = conn.writer
-        if writer.routed:  # Streamable HTTP: the answer's route goes with it (wire/routes.py)
-            writer.route(ANSWER, self.id, None)
-        writer.write(data)
-        seconds = _clock() - self.started
-        method = self.method
-        pending = self.ok.get(method)
-        if pending is None:
-            pending = self.recorder._ok_for(method).pending
-        pending.append(seconds)
-        if len(pending) >= FOLD_AT:
-            self.recorder.fold()
-        if method == "session/prompt":  # other cancelled requests are answered -32800, through respond_error
-            self.recorder.answered(self, result, seconds)
-
-    def respond_error(self, exc: BaseException) -> None:
-        was = self.answered
-        IncomingRequest.respond_error(self, exc)
-        if not was:
-            self.recorder.failed(self, exc)
+            self.cancelled_at = now()
 
 
-_clock = time.perf_counter
+def _timed_request_type(recorder: Recorder) -> type[TimedRequest]:
+    """The request type of ``recorder``'s connections (written for the per-message cost, issue 24).
+
+    Per answer: ``IncomingRequest.respond``'s write inline, then one call into
+    the compiled timings, which returns True only for a prompt.
+    """
+    since = recorder.timings.since
+    timings = recorder.timings
+
+    class BoundTimedRequest(TimedRequest):
+        __slots__ = ()
+
+        def respond(self, result: Any) -> None:
+            if self.answered:  # the base class logs and drops a second answer
+                IncomingRequest.respond(self, result)
+                return
+            try:
+                data = _encode_result(self.id, result)
+            except TypeError:  # the base class logs it and answers -32603 through respond_error
+                IncomingRequest.respond(self, result)
+                return
+            self.answered = True
+            conn = self._conn
+            conn._incoming.pop(self.id, None)
+            writer = conn.writer
+            if writer.routed:  # Streamable HTTP: the answer's route goes with it (wire/routes.py)
+                writer.route(ANSWER, self.id, None)
+            writer.write(data)
+            if since(self.method, self.started):  # other cancelled requests are answered -32800: respond_error
+                recorder.answered(self, result, timings.last)
+
+        def respond_error(self, exc: BaseException) -> None:
+            was = self.answered
+            IncomingRequest.respond_error(self, exc)
+            if not was:
+                recorder.failed(self, exc)
+
+    return BoundTimedRequest
+
+
 _encode_result = jsonrpc.encode_result
 
 
@@ -470,24 +423,24 @@ class AcpCollector(Collector):
             "Incoming JSON-RPC requests, arrival to answer written, by method, lane and outcome (ok or error code)",
             labels=["method", "lane", "outcome"],
         )
-        for (method, outcome), acc in sorted(rec.requests.items()):
-            requests.add_metric([method, _LANES.get(method, "none"), outcome], acc.buckets(), acc.total)
+        for (method, outcome), h in rec.requests():
+            requests.add_metric([method, _LANES.get(method, "none"), outcome], buckets(h), h.total)
         yield requests
         prompts = HistogramMetricFamily(
             "acp_prompt_duration_seconds", "Prompt turns, arrival to answer, by stop reason", labels=["stop_reason"]
         )
-        for reason, acc in sorted(rec.prompts.items()):
-            prompts.add_metric([reason], acc.buckets(), acc.total)
+        for reason, h in sorted(rec.prompts.items()):
+            prompts.add_metric([reason], buckets(h), h.total)
         yield prompts
         cancel = HistogramMetricFamily(
             "acp_cancel_latency_seconds", "First cancel of a running request received, to its answer written"
         )
-        cancel.add_metric([], rec.cancel_latency.buckets(), rec.cancel_latency.total)
+        cancel.add_metric([], buckets(rec.cancel_latency), rec.cancel_latency.total)
         yield cancel
         lag = HistogramMetricFamily(
             "acp_event_loop_lag_seconds", f"How late a timer due every {LAG_PROBE_INTERVAL_S} s fired"
         )
-        lag.add_metric([], rec.loop_lag.buckets(), rec.loop_lag.total)
+        lag.add_metric([], buckets(rec.loop_lag), rec.loop_lag.total)
         yield lag
         yield GaugeMetricFamily("acp_event_loop_lag_last_seconds", "The lag probe's last reading", rec.loop_lag_last)
         yield _counter(
@@ -545,4 +498,4 @@ class AcpCollector(Collector):
         )
 
 
-__all__ = ["Accumulator", "AcpCollector", "Metrics", "Recorder", "TimedRequest", "busy_reason", "method_label"]
+__all__ = ["AcpCollector", "Metrics", "Recorder", "TimedRequest", "buckets", "busy_reason", "method_label"]

@@ -304,6 +304,24 @@ def _unencodable(method: str, what: str, exc: TypeError) -> InternalError:
     err.__cause__ = exc
     return err
 
+class Meter:
+    """What metrics hang on a connection (observability/metrics.py); None while they are off.
+
+    ``at`` is when the latest read was framed: ``feed_end`` reads ``clock``
+    once per read, and the requests that read delivered are timed from it, so
+    one clock read serves a whole pipelined chunk and a request that waited
+    in the inbox behind another is timed with its wait. ``bad_input`` is
+    called with the code of each bad line answered (-32700, -32600, ...).
+    """
+
+    __slots__ = ("at", "bad_input", "clock")
+
+    def __init__(self, clock: Callable[[], float], bad_input: Callable[[int], None]) -> None:
+        self.clock = clock
+        self.at = clock()
+        self.bad_input = bad_input
+
+
 class Connection:
     """A JSON-RPC peer over one line transport, agent or client side alike."""
 
@@ -351,8 +369,9 @@ class Connection:
         self.dropped_late = 0
         #: What incoming requests are made as: metrics swap in a timing subclass (observability/), else this.
         self.request_type: type[IncomingRequest] = IncomingRequest
-        #: Called with the code of each bad line answered (-32700, -32600, ...), when metrics count them.
-        self.on_bad_input: Callable[[int], None] | None = None
+        #: Set while metrics are on. One attribute for all of their hooks: on CPython 3.11 a 30th
+        #: attribute on this object costs about 1 % of every request, metrics on or off (issue 24).
+        self.meter: Meter | None = None
         writer.on_failure = self._writer_failed
 
     # -- registration ------------------------------------------------------------
@@ -416,6 +435,9 @@ class Connection:
 
     def feed_end(self) -> None:
         """A read chunk is fully framed: dispatch it inline if the loop is parked, then flush."""
+        meter = self.meter
+        if meter is not None:
+            meter.at = meter.clock()
         state = self.dispatch_state
         if state is _BATCH:
             self.dispatch_state = _dispatch_next(state, _E.FEED_END)
@@ -645,8 +667,8 @@ class Connection:
             else:
                 bad: _BadLine = item  # type: ignore[assignment]
                 self._write(jsonrpc.encode_error(bad.id, bad.error), ERROR, bad.id)
-                if self.on_bad_input is not None:
-                    self.on_bad_input(bad.error.code)
+                if self.meter is not None:
+                    self.meter.bad_input(bad.error.code)
 
     async def _hold_for_output(self) -> None:
         """Dispatch nothing while stdout is above its high-water mark (R26).
