@@ -93,3 +93,30 @@ def test_off_by_default(run: Any, lines: list[str]) -> None:
 
     run(with_host(body))
     assert lines == []
+
+
+def test_refusals_the_channel_answers_itself_are_logged_once(run: Any, lines: list[str]) -> None:
+    """A head that cannot be read (400) or is too large (431) gets a line with ``-`` for method and path;
+    a body refused after its head was read (413) keeps its one line from the head's hook."""
+
+    async def body(host: AcpHost) -> None:
+        bad = await _http(host.port, "GET /healthz HTTP/1.1\nHost: x\n\n")
+        assert b" 400 " in bad.split(b"\r\n", 1)[0]
+        big = await _http(host.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + "a" * (20 * 1024) + "\r\n\r\n")
+        assert b" 431 " in big.split(b"\r\n", 1)[0]
+        huge = host.limits.max_line_bytes + 1
+        too_long = await _http(
+            host.port,
+            "POST /acp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nContent-Length: {huge}\r\n\r\n",
+        )
+        assert b" 413 " in too_long.split(b"\r\n", 1)[0]
+
+    run(with_host(body, access_log="json"))
+    records = [json.loads(line) for line in lines]
+    assert [(r["method"], r["path"], r["status"]) for r in records] == [
+        ("-", "-", 400),
+        ("-", "-", 431),
+        ("POST", "/acp", 413),
+    ], records
+    assert all(r["remote"] == "127.0.0.1" for r in records)

@@ -205,13 +205,13 @@ class HttpChannel(asyncio.Protocol):
         *,
         admit: Admit | None = None,
         on_lost: Callable[[HttpChannel], None] | None = None,
-        on_refused: Callable[[int], None] | None = None,
+        on_refused: Callable[[HttpChannel, int], None] | None = None,
     ) -> None:
         self.transport = transport
         self._handler = handler
         self._admit = admit
         self._on_lost = on_lost
-        self._on_refused = on_refused  # counts the refusals the channel answers itself (400, 408, 431, ...)
+        self._on_refused = on_refused  # told of the refusals the channel answers itself (400, 408, 431, ...)
         self._max_head = limits.max_request_head_bytes
         self._max_body = limits.max_line_bytes
         self._max_chunk_line = limits.max_chunk_line_bytes
@@ -462,7 +462,7 @@ class HttpChannel(asyncio.Protocol):
             self._state = _BUSY
             self._must_linger = True
             if self._on_refused is not None:
-                self._on_refused(status)
+                self._on_refused(self, status)
             self.respond(status, text.encode() + b"\n", close=True)
         else:
             self.abort()

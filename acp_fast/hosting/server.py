@@ -217,7 +217,7 @@ class AcpHost:
             self.limits,
             admit=self._http_admit,
             on_lost=self._http_channel_lost,
-            on_refused=self._count_refused,
+            on_refused=self._channel_refused,
         )
         self._channels.add(channel)
         self._unbound_channels += 1
@@ -549,6 +549,12 @@ class AcpHost:
     def _count_refused(self, status: HTTPStatus | int) -> None:
         code = int(status)
         self.refused[code] = self.refused.get(code, 0) + 1
+
+    def _channel_refused(self, channel: HttpChannel, status: int) -> None:
+        """The HTTP channel answered a request it could not read (400, 408, 413, 431, ...) itself."""
+        self._count_refused(status)
+        if self.access_log is not None:
+            self.access_log.http_refused(channel, status)
 
     def _refuse(
         self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None

@@ -3,7 +3,8 @@
 A line names the method, path, status, duration, the principal the auth hook
 accepted (or ``-``) and the connection id shortened to 8 characters; a
 WebSocket connection is logged when it ends (status 101, its close code) or
-when its upgrade is refused. The lines go to the ``acp_fast.access`` logger,
+when its upgrade is refused, and a request the HTTP channel refuses before its
+head is read (400, 408, 431) with ``-`` for the method and path. The lines go to the ``acp_fast.access`` logger,
 which has a stderr handler of its own at INFO (the access log is asked for, so
 it shows whatever ``--log-level`` says), and does not propagate.
 
@@ -114,6 +115,17 @@ class AccessLog:
 
         channel.respond = logged_respond
         channel.start_stream = logged_stream
+
+    def http_refused(self, channel: Any, status: int) -> None:
+        """A refusal the HTTP channel answered itself: logged here unless its request's head was (``http``).
+
+        A head that could not be read (400, 431, or a 408 before it was
+        complete) names no method or path: the line says ``-`` for both.
+        """
+        if "respond" in vars(channel):  # ``http`` wrapped it: the refusal's respond writes the line
+            return
+        peer = channel.transport.get_extra_info("peername")
+        self.line("-", "-", status, 0.0, None, None, peer[0] if isinstance(peer, tuple) else "-")
 
     # -- WebSocket ----------------------------------------------------------------------------------
     def ws_started(self, peer: Any, principal: str | None) -> None:
