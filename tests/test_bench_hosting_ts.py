@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from acp_fast.bench import driver, hosting, hosting_ts
+from acp_fast.tools.bench import driver, hosting, hosting_ts
 
 
 def _need_ts_agent() -> None:

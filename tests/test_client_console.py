@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.client.console import (
+from acp_fast.tools.client.console import (
     EXIT_CANCELLED,
     EXIT_DISCONNECTED,
     EXIT_ERROR,

@@ -5,8 +5,8 @@ and talks ACP to it over its stdin/stdout, in the same run, side by side:
 
 - ``acp_fast``: the demo agent, ``python -m acp_fast demo``;
 - ``sdk``: the same agent logic on the official Python SDK
-  (``acp_fast/bench/sdk_demo_agent.py``; needs the ``bench`` extra);
-- ``floor``: ``acp_fast/bench/echo_floor.py``, a uvloop+orjson process that
+  (``acp_fast/tools/bench/sdk_demo_agent.py``; needs the ``bench`` extra);
+- ``floor``: ``acp_fast/tools/bench/echo_floor.py``, a uvloop+orjson process that
   answers every request at once, so its numbers are the pipe round trip;
 - any other ACP agent command given with ``--agent "CMD" [--label NAME]``.
 
@@ -41,7 +41,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..wire.limits import MAX_SESSIONS
+from ...wire.limits import MAX_SESSIONS
 from . import cancel_ignored
 from .probe import PROBE_TIMEOUT_S
 from .process import WAIT_TIMEOUT_S, log

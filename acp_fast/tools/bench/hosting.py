@@ -10,7 +10,7 @@ bench's own process, then:
   waits for its first update, sends ``session/cancel`` and times until the
   ``cancelled`` answer;
 - the floor: the same client's round trip of a cancel-sized text frame to a
-  bare picows echo server (``python -m acp_fast.bench.hosting --echo PORT``),
+  bare picows echo server (``python -m acp_fast.tools.bench.hosting --echo PORT``),
   2 KiB initial read buffer like the host's.
 
 ``benchmarks/hosting_idle.py`` uses the same functions for its longer runs
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..extras import install_hint
+from ...extras import install_hint
 
 if TYPE_CHECKING:
     from picows import WSTransport
@@ -125,7 +125,7 @@ def demo_server_argv(port: int, connections: int) -> list[str]:
 
 
 def echo_server_argv(port: int) -> list[str]:
-    return [sys.executable, "-m", "acp_fast.bench.hosting", "--echo", str(port)]
+    return [sys.executable, "-m", "acp_fast.tools.bench.hosting", "--echo", str(port)]
 
 
 def ws_floor_argv(port: int) -> list[str]:

@@ -133,7 +133,7 @@ def notes(results: dict[str, dict[str, Any]], names: Sequence[str], cheap: dict[
     if NO_HOOK_SCENARIO in results:
         out.append(
             "session/new, no start hook: the acp_fast column is the demo agent without its per-session "
-            "available_commands_update (acp_fast/bench/quiet_demo.py), same answer, same rounds; the floor "
+            "available_commands_update (acp_fast/tools/bench/quiet_demo.py), same answer, same rounds; the floor "
             "column repeats the floor's session/new row. The session/new goal is read on the demo's row."
         )
     if "cancel_ignored" in results:

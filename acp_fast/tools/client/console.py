@@ -30,10 +30,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .._version import __version__
-from ..wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
-from ..wire.limits import Limits
-from .connection import ClientHandler, ClientSession, Params
+from ..._version import __version__
+from ...client.connection import ClientHandler, ClientSession, Params
+from ...wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
+from ...wire.limits import Limits
 from .links import Link, LinkError, Tap
 
 EXIT_OK = 0

@@ -18,15 +18,15 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..peer.connection import Connection
-from ..peer.flow import ReadControl
-from ..peer.reader import ReadProtocol
-from ..peer.writer import Writer
-from ..transports.stdio import connect_stdio
-from ..wire.frames import Oversized, Truncated
-from ..wire.framing import new_framer
-from ..wire.limits import Limits
-from .connection import ClientHandler, ClientSideConnection
+from ...client.connection import ClientHandler, ClientSideConnection
+from ...peer.connection import Connection
+from ...peer.flow import ReadControl
+from ...peer.reader import ReadProtocol
+from ...peer.writer import Writer
+from ...transports.stdio import connect_stdio
+from ...wire.frames import Oversized, Truncated
+from ...wire.framing import new_framer
+from ...wire.limits import Limits
 
 if TYPE_CHECKING:
     from picows import WSFrame, WSTransport
