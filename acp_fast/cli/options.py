@@ -1,35 +1,17 @@
-"""Command line: ``acp-fast demo``, ``acp-fast serve module:Class`` and ``acp-fast bench``.
+"""The flags ``acp-fast demo`` and ``acp-fast serve`` share: logging, checks, every limit, hosting.
 
-Logs go to stderr only (stdout carries nothing but ACP messages). Every
-limit in ``limits.Limits`` has a flag. A target ``serve`` cannot use is
-reported in one line with exit status 2: a traceback into importlib tells a
-person less than what was tried and from where.
+They are built once, as the parent parser both sub-commands take, so a flag
+added here reaches both and shows in both ``--help`` pages. Every limit in
+``limits.Limits`` has a flag; its help is in ``_HELP``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
-import inspect
-import json
-import logging
-import os
-import sys
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, NoReturn
 
-from ._version import __version__
-from .agent import validate
-from .agent.base import Agent
-from .extras import MissingExtra, install_hint
-from .wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
-from .wire.limits import Limits
-
-#: Methods whose presence marks an object as an agent written on the official SDK.
-_SDK_AGENT_MARKERS = ("initialize", "new_session", "prompt")
+from ..agent import validate
+from ..wire.limits import Limits
 
 _HELP = {
     "max_line_bytes": "longest accepted input line in bytes (R25)",
@@ -84,36 +66,29 @@ _HELP = {
 }
 
 
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": round(time.time(), 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out)
-
-
-class _Version(argparse.Action):
-    """``--version``: built when asked, since naming the --validate schema reads files."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        sys.stdout.write(
-            f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})\n--validate schema: {validate.describe()}\n"
-        )
-        parser.exit()
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="acp-fast",
-        description="Serve an Agent Client Protocol agent over stdio (JSON-RPC, one message per line).",
-    )
-    parser.add_argument("--version", action=_Version, nargs=0, help="show the version, and the --validate schema")
+def common_parser() -> argparse.ArgumentParser:
+    """The parent parser of ``demo`` and ``serve`` (its groups show in this order in their help)."""
     common = argparse.ArgumentParser(add_help=False)
+    _add_run_flags(common)
+    _add_limit_flags(common.add_argument_group("limits"))
+    net = common.add_argument_group("hosting (needs the server extra)")
+    _add_listen_flags(net)
+    common.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry spans per request and per prompt turn, parented by _meta.traceparent, through the "
+        "globally configured tracer provider (e.g. opentelemetry-instrument); needs the otel extra",
+    )
+    _add_access_flags(net)
+    return common
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    """The ``Limits`` the limit flags describe."""
+    return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
+
+
+def _add_run_flags(common: argparse.ArgumentParser) -> None:
     common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     common.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format")
     common.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
@@ -138,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
         "made, and collect the youngest generation every 10,000 allocations instead of 700 "
         "(on by default here; run_agent() leaves both off unless freeze_gc=True)",
     )
-    group = common.add_argument_group("limits")
+
+
+def _add_limit_flags(group: argparse._ArgumentGroup) -> None:
     for f in fields(Limits):
         default = getattr(Limits(), f.name)
         if isinstance(default, bool):  # a switch: --ws-deflate / --no-ws-deflate
@@ -155,7 +132,9 @@ def _parser() -> argparse.ArgumentParser:
             default=default,
             help=f"{_HELP[f.name]} (default {default})",
         )
-    net = common.add_argument_group("hosting (needs the server extra)")
+
+
+def _add_listen_flags(net: argparse._ArgumentGroup) -> None:
     net.add_argument(
         "--listen",
         metavar="HOST:PORT|unix:PATH",
@@ -201,12 +180,9 @@ def _parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics at GET /metrics on a port of their own (also for stdio agents; no auth: "
         "bind it to loopback or a private network; needs the metrics extra)",
     )
-    common.add_argument(
-        "--otel",
-        action="store_true",
-        help="OpenTelemetry spans per request and per prompt turn, parented by _meta.traceparent, through the "
-        "globally configured tracer provider (e.g. opentelemetry-instrument); needs the otel extra",
-    )
+
+
+def _add_access_flags(net: argparse._ArgumentGroup) -> None:
     net.add_argument(
         "--access-log",
         choices=["text", "json"],
@@ -218,264 +194,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="VAR",
         help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", parents=[common], help="run the embedded demo agent")
-    demo.add_argument("--pace-ms", type=float, default=20.0, help="delay between streamed words")
-    serve = sub.add_parser("serve", parents=[common], help="run your agent: package.module:AgentClass")
-    serve.add_argument("target", help="import path of an acp_fast.Agent subclass, module:Class")
-    serve.add_argument(
-        "--unstable",
-        action="store_true",
-        help="for agents written on the official SDK: serve its unstable methods "
-        "(session/close, fork, resume), as its use_unstable_protocol=True does",
-    )
-    serve.add_argument(
-        "--strict",
-        action="store_true",
-        help="for agents written on the official SDK: keep acp_fast's stricter answers (-32600 before "
-        "initialize, -32602 for unknown sessions) instead of the SDK's leniency",
-    )
-    # Parsed by acp_fast.client.console itself (see main); listed here for --help.
-    sub.add_parser("client", add_help=False, help="talk to an agent: client -- CMD ARGS, or client URL (client --help)")
-    # Parsed by acp_fast.observability.top itself (see main); listed here for --help.
-    sub.add_parser("top", add_help=False, help="a live terminal view of a host's /metrics: top URL (top --help)")
-    # Parsed by acp_fast.bench itself (see main); listed here for --help.
-    sub.add_parser(
-        "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
-    )
-    return parser
 
 
-def _fail(message: str) -> NoReturn:
-    sys.stderr.write(f"acp-fast serve: {message}\n")
-    raise SystemExit(2)
-
-
-def _import_failure(module_name: str, exc: ImportError) -> str:
-    path = os.environ.get("PYTHONPATH")
-    where = f"cwd {os.getcwd()}, PYTHONPATH={path if path else '(unset)'}"
-    if exc.name is not None and exc.name != module_name and not module_name.startswith(exc.name + "."):
-        return f"importing {module_name!r} failed: it needs {exc.name!r}, which is not installed ({where})"
-    return f"cannot import module {module_name!r}: {exc} ({where})"
-
-
-def _is_sdk_agent(obj: object) -> bool:
-    return any(callable(getattr(obj, name, None)) for name in _SDK_AGENT_MARKERS)
-
-
-def _load_agent(target: str, unstable: bool = False, strict: bool = False) -> Agent:
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        _fail(f"expected package.module:AgentClass, got {target!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except MissingExtra as exc:  # the agent's module imports a part of acp_fast whose extra is missing
-        _fail(str(exc))
-    except ImportError as exc:
-        _fail(_import_failure(module_name, exc))
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        _fail(f"module {module_name!r} ({getattr(module, '__file__', None) or 'no file'}) has no attribute {attr!r}")
-    if isinstance(obj, type) and issubclass(obj, Agent):
-        return obj()
-    if isinstance(obj, Agent):
-        return obj
-    # An SDK agent: a class or instance with its methods, or a factory function ``conn -> agent``.
-    if not (_is_sdk_agent(obj) or inspect.isfunction(obj)):
-        _fail(
-            f"{target} is not an acp_fast Agent or an SDK agent (it is {type(obj).__name__} {obj!r:.80}); "
-            "name a subclass of acp_fast.Agent, or a class defining the official SDK's agent methods"
-        )
-    try:
-        from .compat import wrap_sdk_agent  # an agent written on the official SDK
-    except ImportError:
-        _fail(f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
-              f"{install_hint('compat')}")
-    sdk_agent = obj() if isinstance(obj, type) else obj
-    wrapped: Agent = wrap_sdk_agent(sdk_agent, use_unstable_protocol=unstable, strict=strict)
-    return wrapped
-
-
-def _agent_factory(target: str, unstable: bool, strict: bool) -> Callable[[], Agent]:
-    """One agent instance per connection: ``target`` must name a class."""
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
-    if not isinstance(getattr(importlib.import_module(module_name), attr), type):
-        raise SystemExit(f"acp-fast: --listen needs a class (one instance per connection); {target!r} is not one")
-    return lambda: _load_agent(target, unstable=unstable, strict=strict)
-
-
-def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
-    from .agent.serve import warn_if_fallback
-    from .hosting import ListenAddress, bearer_token, run_host
-
-    warn_if_fallback()
-
-    if args.command == "demo":
-        from .demo import DemoAgent
-
-        pace_ms = args.pace_ms
-        factory: Callable[[], Agent] = lambda: DemoAgent(pace_ms=pace_ms, unique_ids=True)  # noqa: E731
-    else:
-        sys.path.insert(0, "")
-        factory = _agent_factory(args.target, args.unstable, args.strict)
-    authorize = None
-    if args.auth_token_env:
-        token = os.environ.get(args.auth_token_env, "")
-        if not token:
-            raise SystemExit(f"acp-fast: --auth-token-env {args.auth_token_env}: the variable is empty or unset")
-        authorize = bearer_token(token)
-    from .hosting.cors import check_origins
-
-    try:
-        check_origins(args.allow_origin, auth=authorize is not None)
-    except ValueError as exc:
-        raise SystemExit(f"acp-fast: --allow-origin: {exc}") from None
-    try:
-        address = ListenAddress.parse(args.listen)
-    except ValueError as exc:
-        raise SystemExit(f"acp-fast: --listen: {exc}") from None
-    if args.metrics_listen:
-        try:
-            if ListenAddress.parse(args.metrics_listen).unix_path:
-                raise ValueError("a unix socket is not served")
-        except ValueError as exc:
-            raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
-    from .hosting.store import check_spec
-
-    store: str | None = args.session_store
-    if store is not None:
-        try:
-            check_spec(store)
-        except ValueError as exc:
-            raise SystemExit(f"acp-fast: --session-store: {exc}") from None
-
-    group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
-
-    def serve(reuse_port: bool = False) -> int:
-        return run_host(
-            factory,
-            address,
-            limits,
-            use_uvloop=not args.no_uvloop,
-            authorize=authorize,
-            allowed_origins=args.allow_origin,
-            reuse_port=reuse_port,
-            web_console=args.web_console,
-            session_store=store,
-            freeze_gc=args.gc_freeze,
-            metrics=args.metrics,
-            metrics_listen=args.metrics_listen,
-            otel=args.otel,
-            access_log=args.access_log,
-            metrics_group=group,
-        )
-
-    if args.workers <= 1:
-        status = serve()
-        if status:
-            raise SystemExit(status)
-        return
-    if not address.port:
-        raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
-    if args.metrics_listen:
-        raise SystemExit("acp-fast: --metrics-listen with --workers is not supported yet (one port per process); "
-                         "use --metrics: the worker a scrape reaches answers for all of them")
-    from .hosting.workers import run_workers, shared_session_store
-
-    bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
-    with contextlib.ExitStack() as stack:
-        if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
-            from .observability.group import metrics_group
-
-            group = stack.enter_context(metrics_group())
-        if store is None:  # the workers share parking out of the box
-            store = stack.enter_context(shared_session_store())
-        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    try:
-        _main(argv)
-    except MissingExtra as exc:
-        sys.stderr.write(f"acp-fast: {exc}\n")
-        raise SystemExit(2) from None
-
-
-def _main(argv: Sequence[str] | None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["client"]:
-        from .client.console import main as client_main
-
-        raise SystemExit(client_main(argv[1:]))
-    if argv[:1] == ["top"]:
-        from .extras import require
-
-        require("metrics", "acp-fast top")
-        from .observability.top import main as top_main
-
-        raise SystemExit(top_main(argv[1:]))
-    if argv[:1] == ["bench"]:
-        from .bench.driver import main as bench_main
-
-        raise SystemExit(bench_main(argv[1:]))
-    args = _parser().parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    if args.log_format == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
-    limits = Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
-    if args.validate_schema:
-        os.environ[validate.SCHEMA_ENV_VAR] = args.validate_schema
-    if args.validate or args.validate_schema:
-        os.environ[validate.ENV_VAR] = "1"  # read where the server is built, as for library users
-    if validate.enabled():
-        problem = validate.unavailable()
-        if problem:
-            sys.stderr.write(f"acp-fast: --validate: {problem}\n")
-            raise SystemExit(2)
-    if args.metrics and not args.listen:
-        raise SystemExit("acp-fast: --metrics needs --listen (over stdio use --metrics-listen HOST:PORT)")
-    if args.metrics or args.metrics_listen:
-        from .extras import require
-
-        require("metrics", "--metrics / --metrics-listen")
-    if args.otel:
-        from .extras import require
-
-        require("otel", "--otel")
-    if args.web_console and not args.listen:
-        raise SystemExit("acp-fast: --web-console needs --listen (the console is served beside /acp)")
-    if args.listen:
-        _serve_network(args, limits)
-        return
-    if args.command == "demo":
-        from .demo import DemoAgent
-
-        agent: Agent = DemoAgent(pace_ms=args.pace_ms)
-    else:
-        sys.path.insert(0, "")
-        agent = _load_agent(args.target, unstable=args.unstable, strict=args.strict)
-    from .agent.serve import run_agent
-
-    on_server = None
-    if args.metrics_listen or args.otel:
-        from .observability import stdio_hook
-
-        try:
-            on_server = stdio_hook(args.metrics_listen, args.otel, limits)
-        except ValueError as exc:
-            raise SystemExit(f"acp-fast: {exc}") from None
-    status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze, on_server=on_server)
-    if status:
-        # Tasks were abandoned (R14): one may hold a thread the interpreter's exit would join.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-
-
-__all__ = ["main"]
+__all__ = ["common_parser", "limits_from"]

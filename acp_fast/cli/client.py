@@ -1,0 +1,25 @@
+"""``acp-fast client``: the terminal client (acp_fast/tools/client) parses its own arguments."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    sub.add_parser(
+        "client",
+        add_help=False,
+        help="talk to an agent: client -- CMD ARGS, or client URL (client --help)",
+        tool=run,
+    )
+
+
+def run(argv: list[str]) -> int:
+    """The console's exit status (its table is ``acp-fast client --help``)."""
+    from ..tools.client.console import main
+
+    return main(argv)
+
+
+__all__ = ["register", "run"]
