@@ -247,6 +247,13 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
         if f"ws_updates_{conns}" in results:
             text = f"WS updates/s ({conns} connection{'s' * (conns > 1)}) >= 0.7x WS floor agent"
             bound(text, f"ws_updates_{conns}", "per_s", "floor", 0.7, False)
+    out += _plain_goals(results, ran)
+    return out
+
+
+def _plain_goals(results: dict[str, dict[str, Any]], ran: set[str]) -> list[Goal]:
+    """Goals judged on one number, without a spread: the ignored cancel, the handshake, the sdk rows, correctness."""
+    out: list[Goal] = []
     if "cancel_ignored" in results:
         text = f"cancel, agent ignores it: p99 <= cancel_grace_s + {GOAL_OVER_GRACE_MS:g} ms"
         mine, grace = (
