@@ -31,6 +31,11 @@ def _need_ts_agent() -> None:
         pytest.skip(why)
 
 
+def test_the_ts_agent_script_is_found_in_the_checkout() -> None:
+    """The bench finds the agent script from its own module, wherever that module sits in the package."""
+    assert Path(__file__).resolve().parent / "interop" / "ts_bench_agent.mjs" == hosting_ts.AGENT
+
+
 @pytest.mark.slow
 def test_ts_sdk_target_measures_setup_rss_and_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("picows")
