@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
-
-def register(sub: argparse._SubParsersAction[Any]) -> None:
-    sub.add_parser(
-        "client",
-        add_help=False,
-        help="talk to an agent: client -- CMD ARGS, or client URL (client --help)",
-        tool=run,
-    )
+HELP = "talk to an agent: client -- CMD ARGS, or client URL (client --help)"
 
 
 def run(argv: list[str]) -> int:
@@ -22,4 +12,4 @@ def run(argv: list[str]) -> int:
     return main(argv)
 
 
-__all__ = ["register", "run"]
+__all__ = ["HELP", "run"]

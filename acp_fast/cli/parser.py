@@ -1,9 +1,10 @@
 """The ``acp-fast`` argument parser: ``--version`` and one sub-parser per sub-command.
 
-Each sub-command's module registers its own sub-parser and the function that
-runs it (``args.run``). A tool's sub-parser (``client``, ``top``, ``bench``)
-takes no argument of its own: everything after the sub-command goes whole, in
-order, ``--`` included, to the tool, which parses it and writes its own help.
+``demo`` and ``serve`` register their own sub-parsers and the function that
+runs them (``args.run``). A tool's module (``client``, ``top``, ``bench``)
+gives its one-line help and its entry point: its sub-parser takes no argument
+of its own, and everything after the sub-command goes whole, in order, ``--``
+included, to the tool, which parses it and writes its own help.
 """
 
 from __future__ import annotations
@@ -65,9 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = options.common_parser()
     demo.register(sub, common)
     serve.register(sub, common)
-    client.register(sub)
-    top.register(sub)
-    bench.register(sub)
+    for name, tool in (("client", client), ("top", top), ("bench", bench)):
+        sub.add_parser(name, add_help=False, help=tool.HELP, tool=tool.run)
     return parser
 
 

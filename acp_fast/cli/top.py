@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from ..extras import require
 
-
-def register(sub: argparse._SubParsersAction[Any]) -> None:
-    sub.add_parser(
-        "top", add_help=False, help="a live terminal view of a host's /metrics: top URL (top --help)", tool=run
-    )
+HELP = "a live terminal view of a host's /metrics: top URL (top --help)"
 
 
 def run(argv: list[str]) -> int:
@@ -22,4 +15,4 @@ def run(argv: list[str]) -> int:
     return main(argv)
 
 
-__all__ = ["register", "run"]
+__all__ = ["HELP", "run"]
