@@ -81,6 +81,10 @@ _HELP = {
     "initialize_timeout_s": "--listen: close an upgraded WebSocket that sent no initialize this long (1008)",
     "max_connections_per_principal": "--listen: live connections per principal (per address without auth); 503 past it",
     "ws_buffer_release_s": "--listen: seconds after a large read before its read-buffer pages are given back",
+    # Client addresses and the per-address share of the front
+    "max_unbound_per_address": "--listen: sockets without an ACP connection one client address may hold; 503 past it",
+    "health_reserve_sockets": "--listen: sockets past max_unbound_sockets that only answer /healthz and /readyz",
+    "max_proxy_header_bytes": "--listen: longest PROXY protocol header a trusted proxy may send (--proxy-protocol)",
 }
 
 
@@ -214,6 +218,20 @@ def _parser() -> argparse.ArgumentParser:
         "duration, principal, connection id); off by default",
     )
     net.add_argument(
+        "--forwarded-allow-ips",
+        action="append",
+        default=[],
+        metavar="ADDRESSES",
+        help="with --listen: proxies (addresses or CIDRs, comma-separated or repeated; '*' every peer, 'unix' a "
+        "unix-socket peer) whose X-Forwarded-For / Forwarded header names the client; default none",
+    )
+    net.add_argument(
+        "--proxy-protocol",
+        action="store_true",
+        help="with --listen: sockets from the --forwarded-allow-ips proxies open with a PROXY protocol v1/v2 header "
+        "(HAProxy's send-proxy / send-proxy-v2) naming the client; other peers' sockets never do",
+    )
+    net.add_argument(
         "--auth-token-env",
         metavar="VAR",
         help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
@@ -343,6 +361,12 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
                 raise ValueError("a unix socket is not served")
         except ValueError as exc:
             raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
+    from .hosting.forwarded import TrustedProxies
+
+    try:
+        proxies = TrustedProxies.parse(args.forwarded_allow_ips, proxy_protocol=args.proxy_protocol)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --forwarded-allow-ips: {exc}") from None
     from .hosting.store import check_spec
 
     store: str | None = args.session_store
@@ -371,6 +395,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             otel=args.otel,
             access_log=args.access_log,
             metrics_group=group,
+            proxies=proxies,
         )
 
     if args.workers <= 1:

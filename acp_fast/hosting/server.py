@@ -57,9 +57,11 @@ from . import cors, subprotocol
 from .auth import duplicate_header
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
-from .front import Front, client_address
+from .forwarded import TrustedProxies, client_address
+from .front import Front
 from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
 from .store import SessionStore, open_store
+from .unbound import Admission, UnboundSockets
 from .web_console import WebConsole, loopback_origins
 
 if TYPE_CHECKING:
@@ -124,8 +126,10 @@ class AcpHost:
         tracer_provider: Any = None,
         access_log: str | None = None,
         metrics_group: str | None = None,
+        proxies: TrustedProxies | None = None,
     ) -> None:
         self.agent_factory = agent_factory
+        self.proxies = proxies or TrustedProxies()  # whose PROXY and forwarding headers name the client
         self.limits = limits or Limits()
         self.path = path.encode()
         self.authorize = authorize
@@ -140,7 +144,7 @@ class AcpHost:
         # HTTP front: sockets reading their first head, HTTP sockets, and how many of those serve no connection
         self._fronts: set[Front] = set()
         self._channels: set[HttpChannel] = set()
-        self._unbound_channels = 0
+        self.unbound = UnboundSockets(self.limits)  # hosting/unbound.py
         self._server: asyncio.Server | None = None
         self._drained: asyncio.Event | None = None
         self.binary_frames = 0
@@ -195,22 +199,34 @@ class AcpHost:
     @property
     def unbound_sockets(self) -> int:
         """Sockets reading their first head, and HTTP sockets that never addressed a live connection."""
-        return len(self._fronts) + self._unbound_channels
+        return self.unbound.total
 
-    def front_opened(self, front: Front) -> bool:
-        """A socket was accepted: count it, or refuse it (503) past ``max_unbound_sockets``."""
-        if self.unbound_sockets >= self.limits.max_unbound_sockets:
-            self._count_refused(503)
-            return False
-        self._fronts.add(front)
-        return True
+    def front_opened(self, front: Front, address: str) -> Admission:
+        """A socket from ``address`` was accepted: count it, or refuse it (503; hosting/unbound.py)."""
+        admission = self.unbound.open(address)
+        if admission is not Admission.REFUSE:
+            self._fronts.add(front)
+        return admission
+
+    def front_moved(self, front: Front, address: str) -> bool:
+        """The socket's client is ``address`` (a proxy named it): count it there; False if that address is full."""
+        if self.unbound.move(front.address, address):
+            return True
+        self._fronts.discard(front)  # released already
+        return False
 
     def front_closed(self, front: Front) -> None:
         """The front is done with a socket: it was lost, or handed over (an HTTP channel counts it anew)."""
-        self._fronts.discard(front)
+        if front in self._fronts:
+            self._fronts.discard(front)
+            self.unbound.close(front.address)
 
-    def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
-        """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
+    def http_channel(self, transport: asyncio.Transport, already_read: bytes, peer: str, client: str) -> None:
+        """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1.
+
+        ``peer`` is the socket's client as far as the socket says (its PROXY
+        header included), ``client`` as its first request's headers say.
+        """
         channel = HttpChannel(
             transport,
             self._http_request,
@@ -219,8 +235,10 @@ class AcpHost:
             on_lost=self._http_channel_lost,
             on_refused=self._channel_refused,
         )
+        channel.peer, channel.client = peer, client
+        channel.address = "" if self.proxies.trusts(client) else client
         self._channels.add(channel)
-        self._unbound_channels += 1
+        self.unbound.add(channel.address)
         channel.draining = self.draining  # answered (readyz says 503), then closed
         channel.start(already_read)
 
@@ -232,7 +250,7 @@ class AcpHost:
         """The socket serves a live ACP connection (or is gone): it no longer counts as unbound."""
         if not channel.bound:
             channel.bound = True
-            self._unbound_channels -= 1
+            self.unbound.close(channel.address)
 
     def _http_admit(self, channel: HttpChannel, request: Request) -> bool:
         """On the request head, before any body byte is kept: one Authorization, Origin (403), auth (401).
@@ -240,6 +258,7 @@ class AcpHost:
         A refusal is answered here and the body is never read. A POST that
         would start a connection may carry ``max_initialize_body_bytes``.
         """
+        channel.client = client_address(channel.peer, request.headers, self.proxies)
         if self.access_log is not None:  # on the head: a request refused here is logged too
             self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
         if request.path != self.path:
@@ -413,7 +432,7 @@ class AcpHost:
             self._count_refused(503)
             channel.respond(503, b"this socket opened its share of connections; reconnect\n", close=True)
             return
-        key = _admission_key(principal, client_address(channel.transport))
+        key = _admission_key(principal, channel.client)
         if self._over_principal_cap(key):
             self._http_refuse(channel, 503, "too many connections for this client", [("Retry-After", "1")])
             return
@@ -475,33 +494,35 @@ class AcpHost:
             return None  # 404
         headers = request.headers
         if duplicate_header(headers.items(), "Authorization"):  # which one counts would differ by reader
-            return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n")
+            return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n", None, client)
         if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
-            return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n")
+            return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n", None, client)
         try:  # a token may come as the subprotocol acp.bearer.<base64url> (hosting/subprotocol.py)
             offer = subprotocol.read_offer(headers.getall(subprotocol.PROTOCOL_HEADER, []))
             auth_headers = subprotocol.hook_headers(headers, offer)
         except subprotocol.OfferError as exc:
-            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
+            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode(), None, client)
         principal: str | None = None
         if self.authorize is not None:
             principal = self._principal(auth_headers)
             if principal is None:
-                return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"})
+                return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"}, client)
         if "websocket" not in headers.get("Upgrade", "").lower():
             return self._refuse(
                 HTTPStatus.UPGRADE_REQUIRED,
                 b"this server offers ACP over WebSocket only\n",
                 {"Upgrade": "websocket", "Connection": "Upgrade"},
+                client,
             )
         if self.draining:
-            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", {"Retry-After": "1"})
+            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", {"Retry-After": "1"}, client)
         if len(self._peers) >= self.limits.max_connections:
-            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
+            busy = b"connection limit reached\n"
+            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, busy, {"Retry-After": "1"}, client)
         key = _admission_key(principal, client)
         if self._over_principal_cap(key):
             return self._refuse(
-                HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections for this client\n", {"Retry-After": "1"}
+                HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections for this client\n", {"Retry-After": "1"}, client
             )
         connection_id = uuid.uuid4().hex
         extra = {CONNECTION_ID_HEADER: connection_id}
@@ -510,7 +531,7 @@ class AcpHost:
         deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
         if deflate is not None:
             extra[EXTENSIONS_HEADER] = deflate.response
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key), deflate=deflate)
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key, client), deflate=deflate)
         peer.on_initialize_timeout = self._count_initialize_timeout
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
@@ -557,18 +578,20 @@ class AcpHost:
             self.access_log.http_refused(channel, status)
 
     def _refuse(
-        self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None
+        self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None, client: str = ""
     ) -> WSUpgradeResponseWithListener:
         self._count_refused(status)
         if self.access_log is not None:
-            self.access_log.ws_refused(self.path.decode(), int(status))
+            self.access_log.ws_refused(self.path.decode(), int(status), client)
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None) -> None:
-        self._start_peer(peer, principal, key)
+    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None, client: str) -> None:
+        self._start_peer(peer, principal, key, client)
 
-    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None, key: str | None = None) -> bool:
+    def _start_peer(
+        self, peer: WsPeer | SsePeer, principal: str | None, key: str | None = None, client: str = ""
+    ) -> bool:
         """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task.
 
         ``key`` (the principal, or the peer address) is held to
@@ -599,7 +622,7 @@ class AcpHost:
         if self.tracing is not None:
             self.tracing.attach(server, "websocket" if isinstance(peer, WsPeer) else "http")
         if self.access_log is not None and isinstance(peer, WsPeer):
-            self.access_log.ws_started(peer, principal)
+            self.access_log.ws_started(peer, principal, client)
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
         if key is not None:
@@ -694,7 +717,8 @@ class AcpHost:
         ``max_buffered_output``: the most output bytes any one connection has queued;
         ``detached_sessions``: sessions whose socket dropped, parked for a reconnect;
         ``refused_per_principal``: connections refused by ``max_connections_per_principal`` (total);
-        ``initialize_timeouts``: WebSockets closed for sending no ``initialize`` in time (total).
+        ``initialize_timeouts``: WebSockets closed for sending no ``initialize`` in time (total);
+        ``refused_per_address``: sockets refused because their address held ``max_unbound_per_address`` (total).
         """
         return {
             "connections": len(self._peers),
@@ -710,6 +734,7 @@ class AcpHost:
             "http_streams": sum(p.stream_count for p in self._http.values()),
             "refused_per_principal": self.refused_per_principal,
             "initialize_timeouts": self.initialize_timeouts,
+            "refused_per_address": self.unbound.refused_per_address,
         }
 
 
@@ -798,6 +823,7 @@ async def serve_ws(
     otel: bool = False,
     tracer_provider: Any = None,
     access_log: str | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
 
@@ -808,6 +834,7 @@ async def serve_ws(
     ``otel``: OpenTelemetry spans per request and per prompt turn, through
     ``tracer_provider`` or the global one (the otel extra). ``access_log``:
     ``text`` or ``json``, one stderr line per HTTP request and WebSocket connection.
+    ``proxies``: the proxies whose PROXY and forwarding headers name the client (hosting/forwarded.py).
     """
     acp_host = AcpHost(
         agent_factory,
@@ -822,6 +849,7 @@ async def serve_ws(
         otel=otel,
         tracer_provider=tracer_provider,
         access_log=access_log,
+        proxies=proxies,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -845,6 +873,7 @@ def run_host(
     otel: bool = False,
     access_log: str | None = None,
     metrics_group: str | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
@@ -852,7 +881,8 @@ def run_host(
     (they are left behind, not awaited: ``Runner.close`` would wait for
     ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store``, ``metrics``, ``metrics_listen``, ``otel`` and ``access_log`` as for :func:`serve_ws`;
+    ``session_store``, ``metrics``, ``metrics_listen``, ``otel``, ``access_log`` and ``proxies`` as for
+    :func:`serve_ws`;
     ``metrics_group``: with ``--workers N``, the directory where the workers serve each other their metrics.
     """
     factory, kind = event_loop_factory(use_uvloop)
@@ -881,6 +911,7 @@ def run_host(
             otel=otel,
             access_log=access_log,
             metrics_group=metrics_group,
+            proxies=proxies,
         ),
         (limits or Limits()).abort_join_s,
         log,
@@ -903,6 +934,7 @@ async def _run(
     otel: bool = False,
     access_log: str | None = None,
     metrics_group: str | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -916,6 +948,7 @@ async def _run(
         otel=otel,
         access_log=access_log,
         metrics_group=metrics_group,
+        proxies=proxies,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()
