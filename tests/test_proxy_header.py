@@ -15,9 +15,9 @@ MAX = 4096
 HEAD = b"GET /acp HTTP/1.1\r\n\r\n"
 
 
-def v2(command: int, family: int, transport: int, addresses: bytes, tlvs: bytes = b"", length: int | None = None) -> (
-    bytes
-):
+def v2(
+    command: int, family: int, transport: int, addresses: bytes, tlvs: bytes = b"", length: int | None = None
+) -> bytes:
     """A version 2 header: signature, version 2 and ``command``, family and transport, length, addresses, TLVs."""
     body = addresses + tlvs
     size = len(body) if length is None else length
@@ -25,8 +25,10 @@ def v2(command: int, family: int, transport: int, addresses: bytes, tlvs: bytes 
 
 
 def inet(source: str, destination: str = "10.0.0.1", sport: int = 40000, dport: int = 8080) -> bytes:
-    return ipaddress.IPv4Address(source).packed + ipaddress.IPv4Address(destination).packed + struct.pack(
-        "!HH", sport, dport
+    return (
+        ipaddress.IPv4Address(source).packed
+        + ipaddress.IPv4Address(destination).packed
+        + struct.pack("!HH", sport, dport)
     )
 
 
