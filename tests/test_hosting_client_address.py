@@ -182,3 +182,22 @@ def test_behind_a_proxy_the_share_counts_the_client_the_proxy_names(run: Any) ->
 
     limits = Limits(max_unbound_sockets=8, max_unbound_per_address=2)
     run(with_host(body, proxies=PROXY_PROTOCOL, limits=limits))
+
+
+def test_an_auth_hook_taking_a_second_argument_is_given_the_client_address(run: Any) -> None:
+    seen: list[str] = []
+
+    def authorize(headers: Any, client: str) -> bool:
+        seen.append(client)
+        return client != "192.0.2.66"
+
+    async def body(host: AcpHost) -> None:
+        assert await exchange(host.port, initialize_post("X-Forwarded-For: 192.0.2.7")) == 200
+        assert await exchange(host.port, initialize_post("X-Forwarded-For: 192.0.2.66")) == 401
+        assert await exchange(host.port, initialize_post("X-Forwarded-For: 192.0.2.66"), "127.0.0.2") == 200
+        c = await WsClient.open(f"ws://127.0.0.1:{host.port}/acp", additional_headers={"X-Forwarded-For": "192.0.2.8"})
+        await c.initialize()
+        await c.close()
+        assert seen == ["192.0.2.7", "192.0.2.66", "127.0.0.2", "192.0.2.8"]
+
+    run(with_host(body, proxies=TRUST_LOOPBACK_ONE, authorize=authorize))

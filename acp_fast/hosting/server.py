@@ -54,7 +54,7 @@ from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
 from . import cors, subprotocol
-from .auth import duplicate_header
+from .auth import duplicate_header, with_client
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .forwarded import TrustedProxies, client_address
@@ -72,10 +72,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AgentFactory = Callable[[], Agent]
-#: Given the upgrade request's headers (case-insensitive): refuse with 401 (False), accept
-#: (True), or accept as a named principal (a non-empty string). The principal owns the
-#: connection's sessions: only it may re-attach them after a reconnect (hosting/detached.py).
-Authorize = Callable[[Mapping[str, str]], bool | str]
+#: Given the upgrade request's headers (case-insensitive), and if it takes a second argument the
+#: client's address (hosting/forwarded.py): refuse with 401 (False), accept (True), or accept as a
+#: named principal (a non-empty string). The principal owns the connection's sessions: only it
+#: may re-attach them after a reconnect (hosting/detached.py).
+Authorize = Callable[[Mapping[str, str]], bool | str] | Callable[[Mapping[str, str], str], bool | str]
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -133,6 +134,7 @@ class AcpHost:
         self.limits = limits or Limits()
         self.path = path.encode()
         self.authorize = authorize
+        self._hook = with_client(authorize) if authorize is not None else None
         self.allowed_origins = cors.check_origins(allowed_origins, auth=authorize is not None)  # hosting/cors.py
         self.budget = ProcessBudget(self.limits)
         if isinstance(session_store, str):
@@ -275,7 +277,7 @@ class AcpHost:
             return False
         channel.response_headers = cors.response_headers(self.allowed_origins, headers)  # refusals too
         if self.authorize is not None:
-            request.principal = self._principal(headers)
+            request.principal = self._principal(headers, channel.client)
             if request.principal is None:
                 self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
                 return False
@@ -296,7 +298,7 @@ class AcpHost:
                 channel.respond(200, b"ready\n", close=True)
         elif path == b"/metrics" and self.metrics is not None and self.metrics_here:
             # The auth hook applies, as on /acp: a scrape config sends the bearer token (docs/OBSERVABILITY.md).
-            if self.authorize is not None and self._principal(headers_map(request)) is None:
+            if self.authorize is not None and self._principal(headers_map(request), channel.client) is None:
                 self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
                 return
             self.metrics.answer_http(channel, self.limits)
@@ -504,7 +506,7 @@ class AcpHost:
             return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode(), None, client)
         principal: str | None = None
         if self.authorize is not None:
-            principal = self._principal(auth_headers)
+            principal = self._principal(auth_headers, client)
             if principal is None:
                 return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"}, client)
         if "websocket" not in headers.get("Upgrade", "").lower():
@@ -536,16 +538,16 @@ class AcpHost:
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
-    def _principal(self, headers: Mapping[str, str]) -> str | None:
+    def _principal(self, headers: Mapping[str, str], client: str = "") -> str | None:
         """Who the auth hook accepted (None: refused).
 
         A string from the hook names the principal; ``True`` makes the
         credential itself the principal (a digest of ``Authorization``), so
         every holder of one bearer token is one principal.
         """
-        assert self.authorize is not None
+        assert self._hook is not None
         try:
-            verdict = self.authorize(headers)
+            verdict = self._hook(headers, client)
         except Exception:
             log.exception("the authorize hook failed; refusing the request")
             return None
