@@ -88,7 +88,7 @@ class Front(asyncio.Protocol):
         trusted = self._host.proxies.trusts(self._peer)
         self._proxy = trusted and self._host.proxies.proxy_protocol
         self._address = "" if trusted else self._peer  # a proxy counts under the clients it names
-        admission = self._host.front_opened(self, self._address)
+        admission = self._host.unbound.front_opened(self, self._address)
         if admission is Admission.REFUSE:  # too many sockets serve no connection yet
             self._refuse(_BUSY, 503)
             return
@@ -98,7 +98,7 @@ class Front(asyncio.Protocol):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._stop_timer()
-        self._host.front_closed(self)
+        self._host.unbound.front_closed(self)
 
     def drain(self) -> None:
         """The host drains: a socket still sending its first head is closed."""
@@ -130,7 +130,7 @@ class Front(asyncio.Protocol):
             self._refuse(_BUSY, 503)  # a socket of the health reserve serves nothing else
             return
         self._stop_timer()
-        host.front_closed(self)
+        host.unbound.front_closed(self)
         if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
             hand_to_picows(
                 transport, bytes(buf), lambda request: host._route(request, client), host.limits, unix=self._unix
@@ -167,7 +167,7 @@ class Front(asyncio.Protocol):
         """Count the socket under ``address`` from now on; refuse it (False) if that address holds its share."""
         if address == self._address:
             return True
-        moved = self._host.front_moved(self, address)
+        moved = self._host.unbound.front_moved(self, address)
         self._address = address
         if not moved:
             self._refuse(_BUSY, 503)
@@ -177,7 +177,7 @@ class Front(asyncio.Protocol):
         """Answer and close; what the client still sends is discarded: a reset could lose the answer."""
         self._host._count_refused(status)
         self._stop_timer()
-        self._host.front_closed(self)
+        self._host.unbound.front_closed(self)
         self._refused = True
         transport = self._transport
         assert transport is not None

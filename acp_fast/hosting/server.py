@@ -61,7 +61,7 @@ from .forwarded import TrustedProxies, client_address
 from .front import Front
 from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
 from .store import SessionStore, open_store
-from .unbound import Admission, UnboundSockets
+from .unbound import UnboundSockets
 from .web_console import WebConsole, loopback_origins
 
 if TYPE_CHECKING:
@@ -143,8 +143,7 @@ class AcpHost:
         self.draining = False
         self._peers: dict[WsPeer | SsePeer, asyncio.Task[None]] = {}
         self._http: dict[str, SsePeer] = {}  # Streamable HTTP connections by Acp-Connection-Id
-        # HTTP front: sockets reading their first head, HTTP sockets, and how many of those serve no connection
-        self._fronts: set[Front] = set()
+        # HTTP front: HTTP sockets; sockets reading their first head, and all that serve no connection, in unbound
         self._channels: set[HttpChannel] = set()
         self.unbound = UnboundSockets(self.limits)  # hosting/unbound.py
         self._server: asyncio.Server | None = None
@@ -202,26 +201,6 @@ class AcpHost:
     def unbound_sockets(self) -> int:
         """Sockets reading their first head, and HTTP sockets that never addressed a live connection."""
         return self.unbound.total
-
-    def front_opened(self, front: Front, address: str) -> Admission:
-        """A socket from ``address`` was accepted: count it, or refuse it (503; hosting/unbound.py)."""
-        admission = self.unbound.open(address)
-        if admission is not Admission.REFUSE:
-            self._fronts.add(front)
-        return admission
-
-    def front_moved(self, front: Front, address: str) -> bool:
-        """The socket's client is ``address`` (a proxy named it): count it there; False if that address is full."""
-        if self.unbound.move(front.address, address):
-            return True
-        self._fronts.discard(front)  # released already
-        return False
-
-    def front_closed(self, front: Front) -> None:
-        """The front is done with a socket: it was lost, or handed over (an HTTP channel counts it anew)."""
-        if front in self._fronts:
-            self._fronts.discard(front)
-            self.unbound.close(front.address)
 
     def http_channel(self, transport: asyncio.Transport, already_read: bytes, peer: str, client: str) -> None:
         """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1.
@@ -688,7 +667,7 @@ class AcpHost:
             peer.end(CLOSE_GOING_AWAY)
         for channel in list(self._channels):  # HTTP sockets between or inside requests close now
             channel.drain()
-        for front in list(self._fronts):  # sockets still sending their first head
+        for front in list(self.unbound.fronts):  # sockets still sending their first head
             front.drain()
         limits = self.limits
         bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s

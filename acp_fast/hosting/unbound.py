@@ -17,8 +17,12 @@ more are accepted only to answer ``/healthz`` and ``/readyz``.
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from ..wire.limits import Limits
+
+if TYPE_CHECKING:
+    from .front import Front
 
 #: The paths a socket of the health reserve may ask for.
 HEALTH_PATHS = (b"/healthz", b"/readyz")
@@ -35,15 +39,16 @@ class Admission(enum.Enum):
 class UnboundSockets:
     """The counts behind ``AcpHost.unbound_sockets``; '' is the address of sockets no share applies to."""
 
-    __slots__ = ("_by_address", "_limits", "refused_per_address", "total")
+    __slots__ = ("_by_address", "_limits", "fronts", "refused_per_address", "total")
 
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
         self._by_address: dict[str, int] = {}
         self.total = 0
         self.refused_per_address = 0  # sockets refused because their address held its share
+        self.fronts: set[Front] = set()  # sockets reading their first head (the rest are HTTP channels)
 
-    def open(self, address: str) -> Admission:
+    def front_opened(self, front: Front, address: str) -> Admission:
         """A socket was accepted: count it under ``address``, from the health reserve past the cap, or refuse it."""
         limits = self._limits
         if not self._has_room(address):
@@ -51,17 +56,23 @@ class UnboundSockets:
         if self.total >= limits.max_unbound_sockets + limits.health_reserve_sockets:
             return Admission.REFUSE
         self._add(address)
+        self.fronts.add(front)
         return Admission.SERVE if self.total <= limits.max_unbound_sockets else Admission.HEALTH_ONLY
 
-    def move(self, old: str, new: str) -> bool:
-        """The socket's client turned out to be ``new``: count it there, or release it (False) if ``new`` is full."""
-        if old == new:
-            return True
-        self.close(old)
-        if not self._has_room(new):
+    def front_moved(self, front: Front, address: str) -> bool:
+        """The socket's client is ``address`` (a proxy named it): count it there, or release it (False) if full."""
+        self.close(front.address)
+        if not self._has_room(address):
+            self.fronts.discard(front)
             return False
-        self._add(new)
+        self._add(address)
         return True
+
+    def front_closed(self, front: Front) -> None:
+        """The front is done with a socket: it was lost, or handed over (an HTTP channel counts it anew)."""
+        if front in self.fronts:
+            self.fronts.discard(front)
+            self.close(front.address)
 
     def add(self, address: str) -> None:
         """Count a socket handed over by a counted one (released just before), whatever the caps say."""
