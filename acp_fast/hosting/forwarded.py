@@ -81,6 +81,8 @@ class TrustedProxies:
             return True
         if not peer:
             return self.unix
+        if not self.networks:  # the default: no address is parsed per socket
+            return False
         try:
             address = ipaddress.ip_address(peer)
         except ValueError:

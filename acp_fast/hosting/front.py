@@ -196,7 +196,8 @@ def client_address(transport: asyncio.BaseTransport) -> str:
     """The peer's address without its port (one client, however many sockets); '' on a unix socket."""
     peer = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and peer:
-        return forwarded.canonical(str(peer[0])) or str(peer[0])
+        host = str(peer[0])
+        return (forwarded.canonical(host) or host) if ":" in host else host  # an IPv4-mapped IPv6 peer as IPv4
     return ""
 
 
