@@ -86,6 +86,25 @@ backend replicas
 """
 
 
+def _haproxy() -> str:
+    """The haproxy binary; a skip without it (a failure in CI, which installs it)."""
+    haproxy = shutil.which("haproxy")
+    if haproxy is None:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+            pytest.fail("haproxy is not installed (.ci/run installs it)")
+        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    return haproxy
+
+
+def _wait_listening(port: int) -> None:
+    for _ in range(200):  # until HAProxy listens
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 async def _open(url: str, cookie: str | None = None) -> tuple[WsClient, str, str | None]:
     """Connect and initialize; returns the client, the replica it reached and the affinity cookie set."""
     headers = {"Cookie": cookie} if cookie else {}
@@ -97,11 +116,7 @@ async def _open(url: str, cookie: str | None = None) -> tuple[WsClient, str, str
 
 
 def test_haproxy_cookie_affinity_resumes_the_session_and_drain_moves_new_connections(tmp_path: Path) -> None:
-    haproxy = shutil.which("haproxy")
-    if haproxy is None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail("haproxy is not installed (.ci/run installs it)")
-        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    haproxy = _haproxy()
     a, b, front = _free_port(), _free_port(), _free_port()
     target = "tests.test_hosting_haproxy:ResumableAgent"
     replicas = [start_server(["serve", target, "--listen", f"127.0.0.1:{port}"])[0] for port in (a, b)]
@@ -112,12 +127,7 @@ def test_haproxy_cookie_affinity_resumes_the_session_and_drain_moves_new_connect
     )
     url = f"ws://127.0.0.1:{front}/acp"
     try:
-        for _ in range(200):  # until HAProxy listens
-            try:
-                socket.create_connection(("127.0.0.1", front), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        _wait_listening(front)
 
         async def walk() -> None:
             first, replica, cookie = await _open(url)
@@ -187,24 +197,11 @@ backend proxy_protocol
 """
 
 
-def _wait_listening(port: int) -> None:
-    for _ in range(200):  # until HAProxy listens
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-
-
 def test_haproxy_http_and_tcp_mode_the_per_client_cap_counts_each_client(tmp_path: Path) -> None:
     """HAProxy in HTTP mode (``option forwardfor``) and in TCP mode (``send-proxy-v2``) in front of a replica that
     trusts it: clients from 127.0.0.2, .3 and .4 each get their own two connections (the cap), the third of one
     client is refused 503 while the others are served, and the access log names each client, not HAProxy."""
-    haproxy = shutil.which("haproxy")
-    if haproxy is None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail("haproxy is not installed (.ci/run installs it)")
-        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    haproxy = _haproxy()
     xff, pp, http_front, tcp_front = _free_port(), _free_port(), _free_port(), _free_port()
     common = ["serve", "tests.test_hosting_haproxy:ResumableAgent", "--forwarded-allow-ips", "127.0.0.1",
               "--max-connections-per-principal", "2", "--access-log", "json"]  # fmt: skip
