@@ -20,6 +20,7 @@ from acp_fast.hosting.proxy_header import V2_SIGNATURE
 from acp_fast.observability.access_log import LOGGER
 from acp_fast.wire.limits import Limits
 from tests.host_helpers import with_host
+from tests.http_helpers import request
 from tests.test_http_hardening import read_eof, read_response
 from tests.ws_helpers import WsClient
 
@@ -139,8 +140,8 @@ async def _until(predicate: Any) -> None:
 
 
 def test_one_greedy_address_cannot_take_every_unbound_socket(run: Any) -> None:
-    """20 silent sockets from 127.0.0.2: it holds its share (4), the rest get 503 at once, and 127.0.0.3 is served:
-    health probes, an initialize POST and a WebSocket."""
+    """20 silent sockets from 127.0.0.2: it holds its share (4), the rest get 503 at once (counted in the metrics),
+    and 127.0.0.3 is served: health probes, an initialize POST and a WebSocket."""
 
     async def body(host: AcpHost) -> None:
         greedy = [await asyncio.open_connection("127.0.0.1", host.port, local_addr=("127.0.0.2", 0)) for _ in range(20)]
@@ -157,11 +158,13 @@ def test_one_greedy_address_cannot_take_every_unbound_socket(run: Any) -> None:
         await c.initialize()
         await c.close()
         assert host.unbound.held("127.0.0.2") == 4  # still held: the greedy sockets wait for their deadline
+        scrape = await request(host.port, "GET", path="/metrics")
+        assert b'acp_clients_refused_total{limit="per_address"} 16.0' in scrape.body
         for _, writer in greedy:
             writer.close()
         await _until(lambda: host.unbound.held("127.0.0.2") == 0)
 
-    run(with_host(body, limits=Limits(max_unbound_sockets=8, max_unbound_per_address=4)))
+    run(with_host(body, limits=Limits(max_unbound_sockets=8, max_unbound_per_address=4), metrics=True))
 
 
 def test_behind_a_proxy_the_share_counts_the_client_the_proxy_names(run: Any) -> None:
