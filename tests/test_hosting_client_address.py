@@ -204,3 +204,19 @@ def test_an_auth_hook_taking_a_second_argument_is_given_the_client_address(run: 
         assert seen == ["192.0.2.7", "192.0.2.66", "127.0.0.2", "192.0.2.8"]
 
     run(with_host(body, proxies=TRUST_LOOPBACK_ONE, authorize=authorize))
+
+
+def test_a_proxy_header_and_head_sent_a_byte_at_a_time_are_read_whole(run: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        for header in (proxy_v2("192.0.2.7"), b"PROXY TCP4 192.0.2.8 127.0.0.1 1 2\r\n"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+            for i, byte in enumerate(header + initialize_post()):
+                writer.write(bytes([byte]))
+                if i % 8 == 0:
+                    await writer.drain()
+            answer = await read_response(reader)
+            assert answer is not None and answer.status == 200, answer
+            writer.close()
+        assert host.counts["http_connections"] == 2
+
+    run(with_host(body, proxies=PROXY_PROTOCOL, limits=Limits(max_connections_per_principal=1)))
