@@ -84,7 +84,7 @@ class Front(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
-        self._peer = client_address(transport)
+        self._peer = peer_address(transport)
         trusted = self._host.proxies.trusts(self._peer)
         self._proxy = trusted and self._host.proxies.proxy_protocol
         self._address = "" if trusted else self._peer  # a proxy counts under the clients it names
@@ -192,7 +192,7 @@ class Front(asyncio.Protocol):
             self._timer = None
 
 
-def client_address(transport: asyncio.BaseTransport) -> str:
+def peer_address(transport: asyncio.BaseTransport) -> str:
     """The peer's address without its port (one client, however many sockets); '' on a unix socket."""
     peer = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and peer:
