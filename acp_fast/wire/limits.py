@@ -262,7 +262,8 @@ INITIALIZE_TIMEOUT_S = 10.0
 #: The anchor is nginx's ``limit_conn`` per address: 256 is far more than one
 #: user's editor windows and still 1/40 of ``max_connections``, so one client
 #: cannot take every slot of a public port. Behind a proxy every client shares
-#: the proxy's address: raise it there, or authenticate.
+#: the proxy's address unless the proxy is trusted to name the client
+#: (``--forwarded-allow-ips``); otherwise raise it there, or authenticate.
 MAX_CONNECTIONS_PER_PRINCIPAL = 256
 
 #: Seconds after a large read (64 KiB or more) before the unused pages of the
