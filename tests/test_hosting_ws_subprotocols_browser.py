@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from acp_fast.hosting.subprotocol import OfferError, read_offer
-from tests.test_web_console_browser import ConsoleServer, WebDriver, browser, browser_paths  # noqa: F401
+from tests.test_web_console_browser import WS_OPEN_JS, ConsoleServer, WebDriver, browser, browser_paths  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -30,28 +30,7 @@ SECRET = "Tok9-._~!#$%&'*+^`|"  # every non-alphanumeric character a subprotocol
 B64 = base64.urlsafe_b64encode(SECRET.encode()).rstrip(b"=").decode()
 CONNECTED = "acp-fast-demo"
 
-_OPEN_JS = """
-const [url, protocols, done] = arguments;
-let ws;
-try {
-  ws = new WebSocket(url, protocols);
-} catch (err) {
-  done({thrown: err.name});
-  return;
-}
-let opened = false;
-ws.onopen = () => {
-  opened = true;
-  ws.send(JSON.stringify({jsonrpc: "2.0", id: 0, method: "initialize",
-                          params: {protocolVersion: 1, clientCapabilities: {}}}));
-};
-ws.onmessage = (event) => {
-  const message = JSON.parse(event.data);
-  ws.close();
-  done({protocol: ws.protocol, agent: message.result.agentInfo.name});
-};
-ws.onclose = () => { if (!opened) done({refused: true}); };
-"""
+_OPEN_JS = "const [url, protocols, done] = arguments;\n" + WS_OPEN_JS
 
 _NAMES_JS = """
 const [url, candidates] = arguments;
