@@ -478,7 +478,7 @@ class AcpHost:
             return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n", None, client)
         if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
             return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n", None, client)
-        try:  # a token may come as the subprotocol acp.bearer.<base64url> (hosting/subprotocol.py)
+        try:  # the ACP subprotocol to select, and a token offered as one (hosting/subprotocol.py)
             offer = subprotocol.read_offer(headers.getall(subprotocol.PROTOCOL_HEADER, []))
             auth_headers = subprotocol.hook_headers(headers, offer)
         except subprotocol.OfferError as exc:
@@ -507,8 +507,8 @@ class AcpHost:
             )
         connection_id = uuid.uuid4().hex
         extra = {CONNECTION_ID_HEADER: connection_id}
-        if offer.acp:
-            extra[subprotocol.PROTOCOL_HEADER] = subprotocol.SUBPROTOCOL  # never the bearer entry
+        if offer.protocol is not None:
+            extra[subprotocol.PROTOCOL_HEADER] = offer.protocol  # one the client offered, never the bearer entry
         deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
         if deflate is not None:
             extra[EXTENSIONS_HEADER] = deflate.response
