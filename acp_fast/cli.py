@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._version import __version__
 from .agent import validate
@@ -27,6 +27,9 @@ from .agent.base import Agent
 from .extras import MissingExtra, install_hint
 from .wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
 from .wire.limits import Limits
+
+if TYPE_CHECKING:
+    from .hosting.forwarded import TrustedProxies
 
 #: Methods whose presence marks an object as an agent written on the official SDK.
 _SDK_AGENT_MARKERS = ("initialize", "new_session", "prompt")
@@ -81,6 +84,10 @@ _HELP = {
     "initialize_timeout_s": "--listen: close an upgraded WebSocket that sent no initialize this long (1008)",
     "max_connections_per_principal": "--listen: live connections per principal (per address without auth); 503 past it",
     "ws_buffer_release_s": "--listen: seconds after a large read before its read-buffer pages are given back",
+    # Client addresses and the per-address share of the front
+    "max_unbound_per_address": "--listen: sockets without an ACP connection one client address may hold; 503 past it",
+    "health_reserve_sockets": "--listen: sockets past max_unbound_sockets that only answer /healthz and /readyz",
+    "max_proxy_header_bytes": "--listen: longest PROXY protocol header a trusted proxy may send (--proxy-protocol)",
 }
 
 
@@ -213,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --listen: one stderr line per HTTP request and per WebSocket connection (method, path, status, "
         "duration, principal, connection id); off by default",
     )
+    _proxy_flags(net)
     net.add_argument(
         "--auth-token-env",
         metavar="VAR",
@@ -244,6 +252,33 @@ def _parser() -> argparse.ArgumentParser:
         "bench", add_help=False, help="benchmark acp_fast, the official SDK, a floor and any ACP agent (bench --help)"
     )
     return parser
+
+
+def _proxy_flags(net: argparse._ArgumentGroup) -> None:
+    """Which peers may name the client's address (hosting/forwarded.py), and how."""
+    net.add_argument(
+        "--forwarded-allow-ips",
+        action="append",
+        default=[],
+        metavar="ADDRESSES",
+        help="with --listen: proxies (addresses or CIDRs, comma-separated or repeated; '*' every peer, 'unix' a "
+        "unix-socket peer) whose X-Forwarded-For / Forwarded header names the client; default none",
+    )
+    net.add_argument(
+        "--proxy-protocol",
+        action="store_true",
+        help="with --listen: sockets from the --forwarded-allow-ips proxies open with a PROXY protocol v1/v2 header "
+        "(HAProxy's send-proxy / send-proxy-v2) naming the client; other peers' sockets never do",
+    )
+
+
+def _trusted_proxies(args: argparse.Namespace) -> TrustedProxies:
+    from .hosting.forwarded import TrustedProxies
+
+    try:
+        return TrustedProxies.parse(args.forwarded_allow_ips, proxy_protocol=args.proxy_protocol)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --forwarded-allow-ips: {exc}") from None
 
 
 def _fail(message: str) -> NoReturn:
@@ -343,6 +378,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
                 raise ValueError("a unix socket is not served")
         except ValueError as exc:
             raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
+    proxies = _trusted_proxies(args)
     from .hosting.store import check_spec
 
     store: str | None = args.session_store
@@ -371,6 +407,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             otel=args.otel,
             access_log=args.access_log,
             metrics_group=group,
+            proxies=proxies,
         )
 
     if args.workers <= 1:

@@ -240,6 +240,7 @@ class HttpChannel(asyncio.Protocol):
         self.response_headers: list[tuple[str, str]] = []
         self.bound = False  # the host's: this socket serves (or served) a live ACP connection
         self.connections_created = 0  # ACP connections this socket opened with initialize POSTs
+        self.peer = self.client = self.address = ""  # the host's: hosting/forwarded.py, hosting/unbound.py
 
     def start(self, already_read: bytes) -> None:
         """Take the socket over from the front, with the bytes it already read."""

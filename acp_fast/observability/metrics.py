@@ -496,6 +496,8 @@ class AcpCollector(Collector):
         yield _counter(
             "acp_http_refused", "HTTP requests and upgrades refused before admission, by status", "status", host.refused
         )
+        per_client = {"per_principal": counts["refused_per_principal"], "per_address": counts["refused_per_address"]}
+        yield _counter("acp_clients_refused", "Refused by a per-client cap", "limit", per_client)
 
 
 __all__ = ["AcpCollector", "Metrics", "Recorder", "TimedRequest", "buckets", "busy_reason", "method_label"]

@@ -262,7 +262,8 @@ INITIALIZE_TIMEOUT_S = 10.0
 #: The anchor is nginx's ``limit_conn`` per address: 256 is far more than one
 #: user's editor windows and still 1/40 of ``max_connections``, so one client
 #: cannot take every slot of a public port. Behind a proxy every client shares
-#: the proxy's address: raise it there, or authenticate.
+#: the proxy's address unless the proxy is trusted to name the client
+#: (``--forwarded-allow-ips``); otherwise raise it there, or authenticate.
 MAX_CONNECTIONS_PER_PRINCIPAL = 256
 
 #: Seconds after a large read (64 KiB or more) before the unused pages of the
@@ -272,6 +273,29 @@ MAX_CONNECTIONS_PER_PRINCIPAL = 256
 #: from paying for the pages again each time. 1 s is well inside the goal of an
 #: idle connection back at its usual size ten seconds after any message.
 WS_BUFFER_RELEASE_S = 1.0
+
+# -- Client addresses behind proxies and the per-address share of the front (hosting/front.py) ---
+
+#: Sockets without an ACP connection yet (as ``max_unbound_sockets`` counts
+#: them) that one client address may hold; its next socket is answered 503
+#: while other addresses are served. An eighth of ``max_unbound_sockets``: it
+#: takes eight addresses to fill the front, and 128 sockets mid-handshake at
+#: once is far more than a browser (six per host) or an editor opens. Behind a
+#: proxy the address is the client's only with ``--forwarded-allow-ips``.
+MAX_UNBOUND_PER_ADDRESS = 128
+
+#: Sockets accepted past ``max_unbound_sockets`` only to answer health probes
+#: (``GET /healthz``, ``/readyz``); any other request on them is answered 503.
+#: A full front must still tell the orchestrator it is alive, and a socket has
+#: to be read to know it is a probe. A kubelet and a load balancer probe a few
+#: times a second; 16 leaves room for them without holding many descriptors.
+HEALTH_RESERVE_SOCKETS = 16
+
+#: Longest PROXY protocol header accepted from a trusted proxy (version 2 may
+#: declare 64 KiB). HAProxy's header with every TLV it can send (ALPN,
+#: authority, TLS details, unique id) stays under 1 KiB; 4 KiB leaves room for
+#: cloud load balancers' TLVs. The header counts against ``handshake_timeout_s``.
+MAX_PROXY_HEADER_BYTES = 4 * KiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +354,10 @@ class Limits:
     initialize_timeout_s: float = INITIALIZE_TIMEOUT_S
     max_connections_per_principal: int = MAX_CONNECTIONS_PER_PRINCIPAL
     ws_buffer_release_s: float = WS_BUFFER_RELEASE_S
+    # Client addresses and the per-address share of the front
+    max_unbound_per_address: int = MAX_UNBOUND_PER_ADDRESS
+    health_reserve_sockets: int = HEALTH_RESERVE_SOCKETS
+    max_proxy_header_bytes: int = MAX_PROXY_HEADER_BYTES
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -371,5 +399,6 @@ _ZERO_OK = frozenset(
         "ws_deflate",
         "sse_replay",
         "cors_max_age_s",
+        "health_reserve_sockets",
     }
 )
