@@ -422,7 +422,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
                          "use --metrics: the worker a scrape reaches answers for all of them")
     from .hosting.workers import run_workers, shared_session_store
 
-    bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
+    # The drain's bound, then abort_join_s more for the default executor's threads (agent/executor.py).
+    bound = limits.shutdown_grace_s + 2 * limits.abort_join_s + limits.drain_flush_s
     with contextlib.ExitStack() as stack:
         if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
             from .observability.group import metrics_group

@@ -896,6 +896,7 @@ def run_host(
         ),
         (limits or Limits()).abort_join_s,
         log,
+        threads_join_s=(limits or Limits()).abort_join_s,
     )
 
 
