@@ -73,6 +73,7 @@ _HELP = {
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
     "max_metrics_connections": "--metrics-listen: scrapes served at once; more are closed unanswered",
+    "client_error_logs_per_min": "--listen: lines per minute about what clients did wrong; the rest are counted only",
     # HTTP front
     "max_unbound_sockets": "--listen: sockets not yet serving an ACP connection; the next gets 503",
     "http_request_timeout_s": "--listen: seconds an HTTP request body may take after its head (408 else)",
