@@ -111,9 +111,10 @@ def run_agent(
     This is the blocking process entry: it runs its own event loop and
     returns when the session is over (in async code, ``await
     serve_stdio(agent)`` instead). The status is 0, or 1 when the shutdown
-    had to abandon tasks that ignored cancellation (R14): those are left
-    behind rather than awaited, since ``asyncio.run`` would wait for them
-    for ever.
+    had to abandon tasks that ignored cancellation, or threads of the default
+    executor still busy ``abort_join_s`` after the session (R14): those are
+    left behind rather than awaited, since ``asyncio.run`` would wait for
+    them for ever.
 
     ``freeze_gc`` moves everything alive at start-up out of the cyclic
     collector's sight (``gc.freeze``), so a full collection scans only what

@@ -864,9 +864,9 @@ def run_host(
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
-    0, or 1 when the drain had to abandon tasks that ignored cancellation
-    (they are left behind, not awaited: ``Runner.close`` would wait for
-    ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
+    0, or 1 when the drain had to abandon tasks that ignored cancellation or
+    executor threads that did not return (left behind: ``Runner.close`` would
+    wait for ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
     ``session_store``, ``metrics``, ``metrics_listen``, ``otel``, ``access_log`` and ``proxies`` as for
     :func:`serve_ws`;
