@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any, cast
 from picows import WSAutoPingStrategy
 from picows.picows import WSProtocol  # type: ignore[attr-defined]  # public class, absent from the stubs
 
+from ..transports.client_faults import ClientFaults
 from . import forwarded, proxy_header
+from .picows_log import PicowsLog
 from .unbound import Admission, is_health_probe
 
 if TYPE_CHECKING:
@@ -38,19 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _NoWireDumps(logging.LoggerAdapter[logging.Logger]):
-    """picows' logger, without its wire dumps (level 9, below DEBUG): they print request heads whole,
-    ``Authorization`` and the ``acp.bearer`` subprotocol (hosting/subprotocol.py) with them."""
-
-    def isEnabledFor(self, level: int) -> bool:
-        return level >= logging.DEBUG and self.logger.isEnabledFor(level)
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        if level >= logging.DEBUG:
-            super().log(level, msg, *args, **kwargs)
-
-
-_WS_LOGGER = _NoWireDumps(logging.getLogger("acp_fast.hosting.ws"), {})
 _HEAD_END = b"\r\n\r\n"
 _BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
 _BAD_PROXY_HEADER = (
@@ -133,7 +122,12 @@ class Front(asyncio.Protocol):
         host.unbound.front_closed(self)
         if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
             hand_to_picows(
-                transport, bytes(buf), lambda request: host._route(request, client), host.limits, unix=self._unix
+                transport,
+                bytes(buf),
+                lambda request: host._route(request, client),
+                host.limits,
+                unix=self._unix,
+                faults=host.client_faults,
             )
         else:
             host.http_channel(transport, bytes(buf), self._peer, client)
@@ -219,14 +213,18 @@ def hand_to_picows(
     limits: Any,
     *,
     unix: bool,
+    faults: ClientFaults | None = None,
 ) -> None:
-    """Make picows' server protocol the socket's protocol and replay what the front read."""
+    """Make picows' server protocol the socket's protocol and replay what the front read.
+
+    ``faults``: where picows' reports of a client's bad frames go (hosting/picows_log.py).
+    """
     ws_protocol = WSProtocol(
         None,  # host+port: server side
         None,  # ws path: server side
         False,  # is_client_side
         route,
-        _WS_LOGGER,
+        PicowsLog(faults or ClientFaults()),  # one per connection: its client's bad frames are reported once
         True,  # disconnect_on_exception
         limits.handshake_timeout_s,
         True,  # enable_auto_ping

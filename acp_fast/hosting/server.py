@@ -45,6 +45,7 @@ from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeRes
 from ..agent.base import Agent
 from ..agent.serve import run_to_exit
 from ..extras import require
+from ..transports.client_faults import ClientFaults
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
@@ -59,7 +60,7 @@ from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
 from .forwarded import TrustedProxies, client_address
 from .front import Front
-from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
+from .http import BadRequest, HttpChannel, Request, StreamSink, header_pairs, headers_map, origin_form
 from .store import SessionStore, open_store
 from .unbound import UnboundSockets
 from .web_console import WebConsole, loopback_origins
@@ -150,6 +151,7 @@ class AcpHost:
         self._drained: asyncio.Event | None = None
         self.binary_frames = 0
         self.refused: dict[int, int] = {}
+        self.client_faults = ClientFaults(self.limits.client_error_logs_per_min)  # transports/client_faults.py
         self.accepted = 0
         #: Live connections per admission key (the principal, or the peer address without auth hook).
         self._live: dict[str, int] = {}
@@ -464,7 +466,10 @@ class AcpHost:
     # -- before the upgrade --------------------------------------------------------------------------
     def _route(self, request: WSUpgradeRequest, client: str = "") -> _Route:
         """Answer an upgrade request; ``client`` is the peer's address ('' when unknown: a unix socket)."""
-        path = request.path.split(b"?", 1)[0]
+        try:  # absolute-form too (GET http://host/acp), as for any other request (hosting/http.py)
+            path = origin_form(b"GET", request.path).split(b"?", 1)[0]
+        except BadRequest as exc:
+            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
         if path == b"/healthz":
             return _plain(HTTPStatus.OK, b"ok\n")
         if path == b"/readyz":
@@ -514,6 +519,7 @@ class AcpHost:
             extra[EXTENSIONS_HEADER] = deflate.response
         peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key, client), deflate=deflate)
         peer.on_initialize_timeout = self._count_initialize_timeout
+        peer.faults = self.client_faults
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
@@ -858,9 +864,9 @@ def run_host(
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
-    0, or 1 when the drain had to abandon tasks that ignored cancellation
-    (they are left behind, not awaited: ``Runner.close`` would wait for
-    ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
+    0, or 1 when the drain had to abandon tasks that ignored cancellation or
+    executor threads that did not return (left behind: ``Runner.close`` would
+    wait for ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
     ``session_store``, ``metrics``, ``metrics_listen``, ``otel``, ``access_log`` and ``proxies`` as for
     :func:`serve_ws`;
@@ -896,6 +902,7 @@ def run_host(
         ),
         (limits or Limits()).abort_join_s,
         log,
+        threads_join_s=(limits or Limits()).abort_join_s,
     )
 
 
