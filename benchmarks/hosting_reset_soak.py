@@ -96,7 +96,10 @@ async def _host(n: int, detached_timeout: float) -> int:
     from acp_fast.wire.limits import Limits
 
     limits = Limits(
-        max_connections=n + 100, max_connections_per_principal=n + 100, detached_session_timeout_s=detached_timeout
+        max_connections=n + 100,
+        max_connections_per_principal=n + 100,
+        max_unbound_per_address=n + 100,  # every client socket comes from 127.0.0.1, 200 at once
+        detached_session_timeout_s=detached_timeout,
     )
     host = await serve_ws(lambda: DemoAgent(pace_ms=1, unique_ids=True), "127.0.0.1", 0, limits=limits)
     proc = await asyncio.create_subprocess_exec(

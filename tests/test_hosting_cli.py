@@ -19,6 +19,8 @@ INSTANCE = DemoAgent()  # an instance, not a class: --listen needs one agent per
         (["demo", "--listen", "127.0.0.1:0", "--workers", "2"], "--workers needs an explicit port"),
         (["serve", "tests.test_hosting_cli:INSTANCE", "--listen", "127.0.0.1:0"], "needs a class"),
         (["demo", "--listen", "127.0.0.1:0", "--auth-token-env", "ACP_FAST_TEST_UNSET_VAR"], "empty or unset"),
+        (["demo", "--listen", "127.0.0.1:0", "--proxy-protocol"], "read only from trusted proxies"),
+        (["demo", "--listen", "127.0.0.1:0", "--forwarded-allow-ips", "10.0.0.0/33"], "is not an address, a CIDR"),
     ],
 )
 def test_listen_arguments_refused_with_a_reason(argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:

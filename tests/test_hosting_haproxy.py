@@ -11,6 +11,7 @@ connections go to the other. Loops are bounded; timeouts are hang guards.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -85,6 +86,25 @@ backend replicas
 """
 
 
+def _haproxy() -> str:
+    """The haproxy binary; a skip without it (a failure in CI, which installs it)."""
+    haproxy = shutil.which("haproxy")
+    if haproxy is None:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+            pytest.fail("haproxy is not installed (.ci/run installs it)")
+        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    return haproxy
+
+
+def _wait_listening(port: int) -> None:
+    for _ in range(200):  # until HAProxy listens
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 async def _open(url: str, cookie: str | None = None) -> tuple[WsClient, str, str | None]:
     """Connect and initialize; returns the client, the replica it reached and the affinity cookie set."""
     headers = {"Cookie": cookie} if cookie else {}
@@ -96,11 +116,7 @@ async def _open(url: str, cookie: str | None = None) -> tuple[WsClient, str, str
 
 
 def test_haproxy_cookie_affinity_resumes_the_session_and_drain_moves_new_connections(tmp_path: Path) -> None:
-    haproxy = shutil.which("haproxy")
-    if haproxy is None:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail("haproxy is not installed (.ci/run installs it)")
-        pytest.skip("haproxy is not installed (apt-get install haproxy)")
+    haproxy = _haproxy()
     a, b, front = _free_port(), _free_port(), _free_port()
     target = "tests.test_hosting_haproxy:ResumableAgent"
     replicas = [start_server(["serve", target, "--listen", f"127.0.0.1:{port}"])[0] for port in (a, b)]
@@ -111,12 +127,7 @@ def test_haproxy_cookie_affinity_resumes_the_session_and_drain_moves_new_connect
     )
     url = f"ws://127.0.0.1:{front}/acp"
     try:
-        for _ in range(200):  # until HAProxy listens
-            try:
-                socket.create_connection(("127.0.0.1", front), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        _wait_listening(front)
 
         async def walk() -> None:
             first, replica, cookie = await _open(url)
@@ -157,4 +168,90 @@ def test_haproxy_cookie_affinity_resumes_the_session_and_drain_moves_new_connect
         os.killpg(lb.pid, signal.SIGKILL)
         lb.wait()
         for proc in replicas:
+            stop_server(proc)
+
+
+CLIENT_ADDRESS_CFG = """
+global
+    maxconn 1000
+defaults
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    timeout tunnel 1h
+frontend http_mode
+    mode http
+    bind 127.0.0.1:{http_front}
+    option forwardfor
+    default_backend forwarded_for
+backend forwarded_for
+    mode http
+    server r 127.0.0.1:{xff}
+frontend tcp_mode
+    mode tcp
+    bind 127.0.0.1:{tcp_front}
+    default_backend proxy_protocol
+backend proxy_protocol
+    mode tcp
+    server r 127.0.0.1:{pp} send-proxy-v2
+"""
+
+
+def test_haproxy_http_and_tcp_mode_the_per_client_cap_counts_each_client(tmp_path: Path) -> None:
+    """HAProxy in HTTP mode (``option forwardfor``) and in TCP mode (``send-proxy-v2``) in front of a replica that
+    trusts it: clients from 127.0.0.2, .3 and .4 each get their own two connections (the cap), the third of one
+    client is refused 503 while the others are served, and the access log names each client, not HAProxy."""
+    haproxy = _haproxy()
+    xff, pp, http_front, tcp_front = _free_port(), _free_port(), _free_port(), _free_port()
+    common = ["serve", "tests.test_hosting_haproxy:ResumableAgent", "--forwarded-allow-ips", "127.0.0.1",
+              "--max-connections-per-principal", "2", "--access-log", "json"]  # fmt: skip
+    replicas = [
+        start_server([*common, "--listen", f"127.0.0.1:{xff}"]),
+        start_server([*common, "--listen", f"127.0.0.1:{pp}", "--proxy-protocol"]),
+    ]
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(CLIENT_ADDRESS_CFG.format(http_front=http_front, tcp_front=tcp_front, xff=xff, pp=pp))
+    lb = subprocess.Popen(
+        [haproxy, "-db", "-f", str(cfg)], cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        _wait_listening(http_front)
+        _wait_listening(tcp_front)
+
+        async def status(url: str, source: str) -> tuple[int, WsClient | None]:
+            try:
+                c = await WsClient.open(url, local_addr=(source, 0))
+            except Exception as exc:  # websockets' InvalidStatus
+                return exc.response.status_code, None  # type: ignore[attr-defined]
+            await c.initialize()
+            return 101, c
+
+        async def walk(url: str) -> list[tuple[str, int]]:
+            seen: list[tuple[str, int]] = []
+            held: list[WsClient] = []
+            for source, tries in (("127.0.0.2", 3), ("127.0.0.3", 3), ("127.0.0.4", 1)):
+                for _ in range(tries):
+                    code, c = await status(url, source)
+                    seen.append((source, code))
+                    if c is not None:
+                        held.append(c)
+            for c in held:
+                await c.close()
+            return seen
+
+        want = [("127.0.0.2", 101), ("127.0.0.2", 101), ("127.0.0.2", 503),
+                ("127.0.0.3", 101), ("127.0.0.3", 101), ("127.0.0.3", 503), ("127.0.0.4", 101)]  # fmt: skip
+        for front in (http_front, tcp_front):
+            assert asyncio.run(asyncio.wait_for(walk(f"ws://127.0.0.1:{front}/acp"), 60)) == want, front
+        for _proc, lines in replicas:
+            for _ in range(200):  # the stderr reader thread catches up with the refusals' lines
+                refused = [json.loads(x)["remote"] for x in list(lines) if b'"status": 503' in x]
+                if len(refused) == 2:
+                    break
+                time.sleep(0.05)
+            assert refused == ["127.0.0.2", "127.0.0.3"]
+    finally:
+        os.killpg(lb.pid, signal.SIGKILL)
+        lb.wait()
+        for proc, _lines in replicas:
             stop_server(proc)

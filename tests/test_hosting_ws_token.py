@@ -1,4 +1,5 @@
-"""A bearer token on a WebSocket as a browser can send it: the ``acp.bearer.<base64url>`` subprotocol.
+"""A bearer token on a WebSocket as a browser can send it: the ``acp.bearer.<base64url>`` and ``bearer.<token>``
+subprotocols, beside ``acp`` or ``acp.v1``.
 
 Over real loopback sockets: the ``websockets`` client offers subprotocols as
 a browser does; malformed offers go over a raw socket so the exact bytes and
@@ -104,7 +105,7 @@ def test_the_hook_sees_authorization_and_no_secret_subprotocol(run: Any) -> None
         await by_protocol.close()
         await by_header.close()
         principals = {
-            host._principal(AuthHeaders([], Offer(True, TOKEN))),
+            host._principal(AuthHeaders([], Offer("acp", TOKEN))),
             host._principal({"Authorization": f"Bearer {TOKEN}"}),
         }
         assert len(principals) == 1 and None not in principals
@@ -177,4 +178,94 @@ def test_the_token_never_reaches_a_log_record(run: Any, caplog: pytest.LogCaptur
         text = record.getMessage()
         assert B64 not in text and TOKEN not in text, (record.name, text[:300])
     assert logging.getLogger("acp_fast.hosting.ws").isEnabledFor(9)  # the capture did ask for the dumps
-    assert "acp.bearer" not in repr(AuthHeaders([("Sec-WebSocket-Protocol", f"acp, {ENTRY}")], Offer(True, TOKEN)))
+    assert "acp.bearer" not in repr(AuthHeaders([("Sec-WebSocket-Protocol", f"acp, {ENTRY}")], Offer("acp", TOKEN)))
+
+
+# -- the forms other browser ACP clients offer: acp.v1 and bearer.<token> -------------------------------------------
+RAW = "eyJhbGciOi.J9-_~!#$%&'*+^`|"  # a token that is a subprotocol name: it may go as bearer.<token>
+
+
+def _selected(answer: bytes) -> list[bytes]:
+    """The Sec-WebSocket-Protocol values of an answer's head."""
+    head = answer.split(b"\r\n\r\n", 1)[0]
+    return [
+        line.split(b":", 1)[1].strip()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"sec-websocket-protocol:")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "selected"),
+    [
+        (["acp.v1, bearer." + RAW], b"acp.v1"),
+        (["bearer." + RAW + ", acp.v1"], b"acp.v1"),
+        (["acp, bearer." + RAW], b"acp"),
+        (["acp.v1, " + bearer_entry(RAW)], b"acp.v1"),
+        (["acp.v1, acp, bearer." + RAW], b"acp.v1"),
+        (["acp, acp.v1, bearer." + RAW], b"acp"),
+        (["bearer." + RAW, "acp.v1"], b"acp.v1"),  # two header lines: one list
+    ],
+)
+def test_each_token_form_gets_a_101_selecting_the_first_acp_name_offered(
+    run: Any, lines: list[str], selected: bytes
+) -> None:
+    async def body(host: AcpHost) -> None:
+        first, *more = lines
+        status, answer = await _raw_upgrade(host, first, "".join(f"Sec-WebSocket-Protocol: {v}\r\n" for v in more))
+        assert status == 101, answer
+        assert _selected(answer) == [selected]
+        assert RAW.encode() not in answer and bearer_entry(RAW).encode() not in answer
+
+    run(with_host(body, authorize=bearer_token(RAW)))
+
+
+def test_a_wrong_raw_token_is_401_and_a_header_token_with_acp_v1_is_served(run: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        status, _ = await _raw_upgrade(host, "acp.v1, bearer.wrong")
+        assert status == 401
+        status, answer = await _raw_upgrade(host, "acp.v1, acp", f"Authorization: Bearer {RAW}\r\n")
+        assert status == 101 and _selected(answer) == [b"acp.v1"]
+
+    run(with_host(body, authorize=bearer_token(RAW)))
+
+
+@pytest.mark.parametrize("authorize", [None, bearer_token(RAW)], ids=["no-auth", "auth"])
+def test_without_a_token_acp_v1_is_selected_and_no_acp_name_selects_nothing(run: Any, authorize: Any) -> None:
+    auth = "" if authorize is None else f"Authorization: Bearer {RAW}\r\n"
+
+    async def body(host: AcpHost) -> None:
+        status, answer = await _raw_upgrade(host, "acp.v1", auth)
+        assert status == 101 and _selected(answer) == [b"acp.v1"]
+        status, answer = await _raw_upgrade(host, "acp.v1, acp", auth)
+        assert status == 101 and _selected(answer) == [b"acp.v1"]
+        status, answer = await _raw_upgrade(host, None, auth)  # clients that offer nothing keep working
+        assert status == 101 and _selected(answer) == []
+        status, answer = await _raw_upgrade(host, "other", auth)
+        assert status == 101 and _selected(answer) == []
+
+    run(with_host(body, authorize=authorize))
+
+
+@pytest.mark.parametrize("authorize", [None, bearer_token(RAW)], ids=["no-auth", "auth"])
+@pytest.mark.parametrize(
+    ("offer", "why"),
+    [
+        ("bearer." + RAW, b"beside the subprotocol acp or acp.v1"),  # never a 101 selecting the token, or nothing
+        ("other, bearer." + RAW, b"beside the subprotocol acp or acp.v1"),
+        (f"acp.v1, bearer.{RAW}, {bearer_entry(RAW)}", b"more than one"),
+        (f"acp.v1, bearer.{RAW}, bearer.{RAW}", b"more than one"),
+        ("acp.v1, bearer.a/b=", b"may not"),
+    ],
+    ids=["alone", "beside-other", "both-forms", "twice", "not-a-token"],
+)
+def test_an_unreadable_raw_token_offer_is_400_and_never_repeated(
+    run: Any, authorize: Any, offer: str, why: bytes
+) -> None:
+    async def body(host: AcpHost) -> None:
+        status, answer = await _raw_upgrade(host, offer)
+        assert status == 400, answer
+        assert why in answer and RAW.encode() not in answer and b"a/b=" not in answer
+        assert host.counts["connections"] == 0
+
+    run(with_host(body, authorize=authorize))

@@ -141,33 +141,54 @@ def test_drain_ends_a_socket_with_a_pending_request(run: Any) -> None:
     run(with_host(body))
 
 
-def test_sockets_serving_no_connection_are_capped_503(run: Any) -> None:
+async def _until_unbound(host: AcpHost, n: int) -> None:
+    for _ in range(100_000):  # the server accepted them
+        if host.unbound_sockets == n:
+            return
+        await asyncio.sleep(0)
+    assert host.unbound_sockets == n
+
+
+async def _answered_503(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    answer = await read_response(reader)
+    assert answer is not None and answer.status == 503 and answer.headers.get("retry-after") == "1", answer
+    assert await read_eof(reader) == b""
+    writer.close()
+
+
+def test_sockets_serving_no_connection_are_capped_503_and_health_probes_keep_a_reserve(run: Any) -> None:
+    """Past ``max_unbound_sockets`` a socket of the health reserve answers /healthz and /readyz and nothing else;
+    past the reserve too, every socket is answered 503 before anything is read."""
+
     async def body(host: AcpHost) -> None:
         idle = [await connect(host) for _ in range(3)]
-        for _ in range(100_000):  # the server accepted all three
-            if host.unbound_sockets == 3:
-                break
-            await asyncio.sleep(0)
-        assert host.unbound_sockets == 3
+        await _until_unbound(host, 3)
+        reply = await request(host.port, "GET", path="/healthz")  # the front is full: the reserve answers
+        assert reply.status == 200
+        await _until_unbound(host, 3)  # the probe's socket is closed and no longer counted
+        reply = await request(host.port, "GET", path="/readyz?verbose")
+        assert reply.status == 200
+        await _until_unbound(host, 3)
+        reader, writer = await connect(host)  # a reserve socket asking for anything else
+        writer.write(KEEP)
+        await _answered_503(reader, writer)
+        assert host.refused.get(503) == 1
+        held = await connect(host)  # holds the reserve's one socket, sending nothing
+        await _until_unbound(host, 4)
         reader, writer = await connect(host)
         writer.write(get("/healthz"))
-        answer = await read_response(reader)
-        assert answer is not None and answer.status == 503 and answer.headers.get("retry-after") == "1"
-        assert await read_eof(reader) == b""
-        writer.close()
-        assert host.refused.get(503) == 1
+        await _answered_503(reader, writer)  # no room left at all
+        assert host.refused.get(503) == 2
+        held[1].close()
         _, first = idle.pop()
         first.close()
-        for _ in range(100_000):
-            if host.unbound_sockets == 2:
-                break
-            await asyncio.sleep(0)
-        reply = await request(host.port, "GET", path="/healthz")  # room again: served
-        assert reply.status == 200
+        await _until_unbound(host, 2)
+        reply = await request(host.port, "POST", path="/acp", body=b"{}", headers={"Content-Type": "application/json"})
+        assert reply.status == 400  # room again: served
         for _, w in idle:
             w.close()
 
-    run(with_host(body, limits=Limits(max_unbound_sockets=3)))
+    run(with_host(body, limits=Limits(max_unbound_sockets=3, health_reserve_sockets=1)))
 
 
 # -- issue 27 item 1: pipelining --

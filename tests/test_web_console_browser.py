@@ -336,11 +336,17 @@ const [base, token, done] = arguments;
 })().catch((err) => done({error: String(err)}));
 """
 
-_WS_SESSION_JS = """
-const [base, token, done] = arguments;
-const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(token)))
-  .replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
-const ws = new WebSocket(base.replace(/^http/, "ws") + "/acp", ["acp", "acp.bearer." + b64]);
+# Opens a WebSocket to ``url`` offering ``protocols``, sends initialize and calls ``done`` with the protocol
+# selected and the agent's name, or {refused: true} when the handshake fails ({thrown: name} when the browser
+# will not even try). Preceded by a line that binds url, protocols and done.
+WS_OPEN_JS = """
+let ws;
+try {
+  ws = new WebSocket(url, protocols);
+} catch (err) {
+  done({thrown: err.name});
+  return;
+}
 let opened = false;
 ws.onopen = () => {
   opened = true;
@@ -352,8 +358,15 @@ ws.onmessage = (event) => {
   ws.close();
   done({protocol: ws.protocol, agent: message.result.agentInfo.name});
 };
-ws.onclose = () => { if (!opened) done({error: "refused"}); };
+ws.onclose = () => { if (!opened) done({refused: true}); };
 """
+
+_WS_SESSION_JS = """
+const [base, token, done] = arguments;
+const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(token)))
+  .replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+const url = base.replace(/^http/, "ws") + "/acp", protocols = ["acp", "acp.bearer." + b64];
+""" + WS_OPEN_JS
 
 
 class _AppOrigin:
@@ -409,7 +422,7 @@ def test_a_page_of_another_origin_uses_http_with_cors_and_websocket_with_the_tok
         browser.get(f"http://localhost:{app.port}/")
         refused = browser.execute_async_script(_HTTP_SESSION_JS, base, secret)
         assert refused == {"error": "TypeError: Failed to fetch"}, refused
-        assert browser.execute_async_script(_WS_SESSION_JS, base, secret) == {"error": "refused"}
+        assert browser.execute_async_script(_WS_SESSION_JS, base, secret) == {"refused": True}
     finally:
         app.close()
         assert srv.stop() == 0, srv.lines

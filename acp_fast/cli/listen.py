@@ -17,6 +17,7 @@ from ..wire.limits import Limits
 
 if TYPE_CHECKING:
     from ..hosting import ListenAddress
+    from ..hosting.forwarded import TrustedProxies
     from ..hosting.server import Authorize
 
 
@@ -30,6 +31,7 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
     make_agent = factory()
     authorize = _authorize(args)
     address = _checked_address(args, authorize)
+    proxies = _trusted_proxies(args)
     store = _checked_store(args)
     group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
 
@@ -50,6 +52,7 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
             otel=args.otel,
             access_log=args.access_log,
             metrics_group=group,
+            proxies=proxies,
         )
 
     if args.workers <= 1:
@@ -64,7 +67,8 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
                          "use --metrics: the worker a scrape reaches answers for all of them")
     from ..hosting.workers import run_workers, shared_session_store
 
-    bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
+    # The drain's bound, then abort_join_s more for the default executor's threads (agent/executor.py).
+    bound = limits.shutdown_grace_s + 2 * limits.abort_join_s + limits.drain_flush_s
     with contextlib.ExitStack() as stack:
         if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
             from ..observability.group import metrics_group
@@ -106,6 +110,15 @@ def _checked_address(args: argparse.Namespace, authorize: Authorize | None) -> L
         except ValueError as exc:
             raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
     return address
+
+
+def _trusted_proxies(args: argparse.Namespace) -> TrustedProxies:
+    from ..hosting.forwarded import TrustedProxies
+
+    try:
+        return TrustedProxies.parse(args.forwarded_allow_ips, proxy_protocol=args.proxy_protocol)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --forwarded-allow-ips: {exc}") from None
 
 
 def _checked_store(args: argparse.Namespace) -> str | None:

@@ -52,6 +52,7 @@ _HELP = {
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
     "max_metrics_connections": "--metrics-listen: scrapes served at once; more are closed unanswered",
+    "client_error_logs_per_min": "--listen: lines per minute about what clients did wrong; the rest are counted only",
     # HTTP front
     "max_unbound_sockets": "--listen: sockets not yet serving an ACP connection; the next gets 503",
     "http_request_timeout_s": "--listen: seconds an HTTP request body may take after its head (408 else)",
@@ -63,6 +64,10 @@ _HELP = {
     "initialize_timeout_s": "--listen: close an upgraded WebSocket that sent no initialize this long (1008)",
     "max_connections_per_principal": "--listen: live connections per principal (per address without auth); 503 past it",
     "ws_buffer_release_s": "--listen: seconds after a large read before its read-buffer pages are given back",
+    # Client addresses and the per-address share of the front
+    "max_unbound_per_address": "--listen: sockets without an ACP connection one client address may hold; 503 past it",
+    "health_reserve_sockets": "--listen: sockets past max_unbound_sockets that only answer /healthz and /readyz",
+    "max_proxy_header_bytes": "--listen: longest PROXY protocol header a trusted proxy may send (--proxy-protocol)",
 }
 
 
@@ -189,10 +194,29 @@ def _add_access_flags(net: argparse._ArgumentGroup) -> None:
         help="with --listen: one stderr line per HTTP request and per WebSocket connection (method, path, status, "
         "duration, principal, connection id); off by default",
     )
+    _add_proxy_flags(net)
     net.add_argument(
         "--auth-token-env",
         metavar="VAR",
         help="require 'Authorization: Bearer $VAR' on every upgrade (401 otherwise)",
+    )
+
+
+def _add_proxy_flags(net: argparse._ArgumentGroup) -> None:
+    """Which peers may name the client's address (hosting/forwarded.py), and how."""
+    net.add_argument(
+        "--forwarded-allow-ips",
+        action="append",
+        default=[],
+        metavar="ADDRESSES",
+        help="with --listen: proxies (addresses or CIDRs, comma-separated or repeated; '*' every peer, 'unix' a "
+        "unix-socket peer) whose X-Forwarded-For / Forwarded header names the client; default none",
+    )
+    net.add_argument(
+        "--proxy-protocol",
+        action="store_true",
+        help="with --listen: sockets from the --forwarded-allow-ips proxies open with a PROXY protocol v1/v2 header "
+        "(HAProxy's send-proxy / send-proxy-v2) naming the client; other peers' sockets never do",
     )
 
 

@@ -16,11 +16,14 @@ random bits and never logged in full (docs/HOSTING.md, Security).
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from .server import Authorize
+
+Verdict = bool | str
 
 
 def bearer_token(token: str) -> Authorize:
@@ -50,3 +53,20 @@ def duplicate_header(pairs: Iterable[tuple[str, str]], name: str) -> bool:
                 return True
             seen = True
     return False
+
+
+def with_client(authorize: Authorize) -> Callable[[Mapping[str, str], str], Verdict]:
+    """The hook as the host calls it: headers and the client's address (hosting/forwarded.py).
+
+    A hook declaring a second positional parameter is given the address (''
+    on a unix socket); one taking only the headers keeps being called so.
+    """
+    try:
+        params = inspect.signature(authorize).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: called the original way
+        params = None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if params is not None and sum(1 for p in params if p.kind in kinds) >= 2:
+        return cast(Callable[[Mapping[str, str], str], Verdict], authorize)
+    headers_only = cast(Callable[[Mapping[str, str]], Verdict], authorize)
+    return lambda headers, client: headers_only(headers)

@@ -29,33 +29,35 @@ from typing import TYPE_CHECKING, Any, cast
 from picows import WSAutoPingStrategy
 from picows.picows import WSProtocol  # type: ignore[attr-defined]  # public class, absent from the stubs
 
+from ..transports.client_faults import ClientFaults
+from . import forwarded, proxy_header
+from .picows_log import PicowsLog
+from .unbound import Admission, is_health_probe
+
 if TYPE_CHECKING:
     from .server import AcpHost, _Route
 
 log = logging.getLogger(__name__)
 
 
-class _NoWireDumps(logging.LoggerAdapter[logging.Logger]):
-    """picows' logger, without its wire dumps (level 9, below DEBUG): they print request heads whole,
-    ``Authorization`` and the ``acp.bearer`` subprotocol (hosting/subprotocol.py) with them."""
-
-    def isEnabledFor(self, level: int) -> bool:
-        return level >= logging.DEBUG and self.logger.isEnabledFor(level)
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        if level >= logging.DEBUG:
-            super().log(level, msg, *args, **kwargs)
-
-
-_WS_LOGGER = _NoWireDumps(logging.getLogger("acp_fast.hosting.ws"), {})
 _HEAD_END = b"\r\n\r\n"
 _BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+_BAD_PROXY_HEADER = (
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 27\r\nConnection: close\r\n\r\n"
+    b"bad PROXY protocol header\r\n"
+)
 
 
 class Front(asyncio.Protocol):
-    """Reads one request head and gives the socket to picows (upgrade) or to the HTTP channel."""
+    """Reads one request head and gives the socket to picows (upgrade) or to the HTTP channel.
 
-    __slots__ = ("_buf", "_host", "_refused", "_timer", "_transport", "_unix")
+    A trusted proxy's socket may open with a PROXY header (``--proxy-protocol``),
+    read first; the client it names, or the one its forwarding headers name
+    (hosting/forwarded.py), is the socket's client from then on.
+    """
+
+    __slots__ = ("_address", "_buf", "_health_only", "_host", "_peer", "_proxy", "_refused", "_timer", "_transport",
+                 "_unix")  # fmt: skip
 
     def __init__(self, host: AcpHost, unix: bool) -> None:
         self._host = host
@@ -64,22 +66,28 @@ class Front(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._refused = False
+        self._peer = ""  # the client as far as known: the socket's peer, or what its PROXY header named
+        self._address = ""  # whose share of the unbound sockets this one counts in ('' none)
+        self._proxy = False  # a PROXY header is still to be read
+        self._health_only = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
-        loop = asyncio.get_running_loop()
-        if not self._host.front_opened(self):  # too many sockets serve no connection yet
-            self._refused = True  # what the client still sends is discarded: a reset could lose the 503
-            self._transport.write(_BUSY)
-            if self._transport.can_write_eof():
-                self._transport.write_eof()
-            self._timer = loop.call_later(self._host.limits.http_linger_s, self._transport.abort)
+        self._peer = peer_address(transport)
+        trusted = self._host.proxies.trusts(self._peer)
+        self._proxy = trusted and self._host.proxies.proxy_protocol
+        self._address = "" if trusted else self._peer  # a proxy counts under the clients it names
+        admission = self._host.unbound.front_opened(self, self._address)
+        if admission is Admission.REFUSE:  # too many sockets serve no connection yet
+            self._refuse(_BUSY, 503)
             return
+        self._health_only = admission is Admission.HEALTH_ONLY
+        loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self._host.limits.handshake_timeout_s, self._transport.abort)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._stop_timer()
-        self._host.front_closed(self)
+        self._host.unbound.front_closed(self)
 
     def drain(self) -> None:
         """The host drains: a socket still sending its first head is closed."""
@@ -92,6 +100,8 @@ class Front(asyncio.Protocol):
             return
         buf = self._buf
         buf += data
+        if self._proxy and not self._read_proxy_header():
+            return
         limit = self._host.limits.max_request_head_bytes
         end = buf.find(_HEAD_END, 0, limit + len(_HEAD_END))  # the limit holds however the bytes arrive
         transport = self._transport
@@ -100,19 +110,75 @@ class Front(asyncio.Protocol):
         if end < 0 and not bare and len(buf) <= limit:
             return
         # A whole head, or one past the limit (the HTTP side answers 431 and lingers before closing)
+        host, client = self._host, self._peer
+        if end >= 0 and host.proxies.trusts(client):
+            client = forwarded.client_address(client, forwarded.head_fields(buf[:end]), host.proxies)
+            if not self._count_as("" if host.proxies.trusts(client) else client):
+                return
+        if self._health_only and not (end >= 0 and is_health_probe(buf)):
+            self._refuse(_BUSY, 503)  # a socket of the health reserve serves nothing else
+            return
         self._stop_timer()
-        self._host.front_closed(self)
+        host.unbound.front_closed(self)
         if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
-            host, client = self._host, client_address(transport)
             hand_to_picows(
-                transport, bytes(buf), lambda request: host._route(request, client), host.limits, unix=self._unix
+                transport,
+                bytes(buf),
+                lambda request: host._route(request, client),
+                host.limits,
+                unix=self._unix,
+                faults=host.client_faults,
             )
         else:
-            self._host.http_channel(transport, bytes(buf))
+            host.http_channel(transport, bytes(buf), self._peer, client)
         self._buf = bytearray()
 
     def eof_received(self) -> bool | None:
         return False
+
+    @property
+    def address(self) -> str:
+        """The client address this socket counts under ('' none)."""
+        return self._address
+
+    def _read_proxy_header(self) -> bool:
+        """Take the PROXY header off the buffer: True once it is read and the socket may go on."""
+        try:
+            header = proxy_header.parse(self._buf, self._host.limits.max_proxy_header_bytes)
+        except proxy_header.ProxyHeaderError as exc:
+            log.info("closing a socket from a trusted proxy: %s", exc)
+            self._refuse(_BAD_PROXY_HEADER, 400)
+            return False
+        if header is None:
+            return False
+        self._proxy = False
+        del self._buf[: header.length]
+        if header.client is not None:  # LOCAL and UNKNOWN keep the proxy's own address
+            self._peer = header.client
+        return self._count_as("" if self._host.proxies.trusts(self._peer) else self._peer)
+
+    def _count_as(self, address: str) -> bool:
+        """Count the socket under ``address`` from now on; refuse it (False) if that address holds its share."""
+        if address == self._address:
+            return True
+        moved = self._host.unbound.front_moved(self, address)
+        self._address = address
+        if not moved:
+            self._refuse(_BUSY, 503)
+        return moved
+
+    def _refuse(self, answer: bytes, status: int) -> None:
+        """Answer and close; what the client still sends is discarded: a reset could lose the answer."""
+        self._host._count_refused(status)
+        self._stop_timer()
+        self._host.unbound.front_closed(self)
+        self._refused = True
+        transport = self._transport
+        assert transport is not None
+        transport.write(answer)
+        if transport.can_write_eof():
+            transport.write_eof()
+        self._timer = asyncio.get_running_loop().call_later(self._host.limits.http_linger_s, transport.abort)
 
     def _stop_timer(self) -> None:
         if self._timer is not None:
@@ -120,11 +186,12 @@ class Front(asyncio.Protocol):
             self._timer = None
 
 
-def client_address(transport: asyncio.BaseTransport) -> str:
+def peer_address(transport: asyncio.BaseTransport) -> str:
     """The peer's address without its port (one client, however many sockets); '' on a unix socket."""
     peer = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and peer:
-        return str(peer[0])
+        host = str(peer[0])
+        return (forwarded.canonical(host) or host) if ":" in host else host  # an IPv4-mapped IPv6 peer as IPv4
     return ""
 
 
@@ -146,14 +213,18 @@ def hand_to_picows(
     limits: Any,
     *,
     unix: bool,
+    faults: ClientFaults | None = None,
 ) -> None:
-    """Make picows' server protocol the socket's protocol and replay what the front read."""
+    """Make picows' server protocol the socket's protocol and replay what the front read.
+
+    ``faults``: where picows' reports of a client's bad frames go (hosting/picows_log.py).
+    """
     ws_protocol = WSProtocol(
         None,  # host+port: server side
         None,  # ws path: server side
         False,  # is_client_side
         route,
-        _WS_LOGGER,
+        PicowsLog(faults or ClientFaults()),  # one per connection: its client's bad frames are reported once
         True,  # disconnect_on_exception
         limits.handshake_timeout_s,
         True,  # enable_auto_ping

@@ -129,12 +129,12 @@ def parse_head(head: bytes) -> Request:
         if _BAD_VALUE.search(value):
             raise BadRequest(400, "a header field value holds a control character")
         headers.append((name.lower(), value))
-    request = Request(method, _origin_form(method, target), version, headers)
+    request = Request(method, origin_form(method, target), version, headers)
     _framing(request)
     return request
 
 
-def _origin_form(method: bytes, target: bytes) -> bytes:
+def origin_form(method: bytes, target: bytes) -> bytes:
     """The path and query of an origin-form or absolute-form target (RFC 9112 §3.2: a server must take both)."""
     if target.startswith(b"/"):
         return target
@@ -240,6 +240,7 @@ class HttpChannel(asyncio.Protocol):
         self.response_headers: list[tuple[str, str]] = []
         self.bound = False  # the host's: this socket serves (or served) a live ACP connection
         self.connections_created = 0  # ACP connections this socket opened with initialize POSTs
+        self.peer = self.client = self.address = ""  # the host's: hosting/forwarded.py, hosting/unbound.py
 
     def start(self, already_read: bytes) -> None:
         """Take the socket over from the front, with the bytes it already read."""

@@ -45,6 +45,7 @@ from picows import WSListener, WSUpgradeRequest, WSUpgradeResponse, WSUpgradeRes
 from ..agent.base import Agent
 from ..agent.serve import run_to_exit
 from ..extras import require
+from ..transports.client_faults import ClientFaults
 from ..transports.loop import event_loop_factory
 from ..transports.routing import CONNECTION_STREAM
 from ..transports.sse import Respond, SsePeer
@@ -54,12 +55,14 @@ from ..wire import jsonrpc
 from ..wire.errors import InvalidRequest, ParseError
 from ..wire.limits import Limits
 from . import cors, subprotocol
-from .auth import duplicate_header
+from .auth import duplicate_header, with_client
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .detached import DetachedSessions, HostedAgentServer
-from .front import Front, client_address
-from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
+from .forwarded import TrustedProxies, client_address
+from .front import Front
+from .http import BadRequest, HttpChannel, Request, StreamSink, header_pairs, headers_map, origin_form
 from .store import SessionStore, open_store
+from .unbound import UnboundSockets
 from .web_console import WebConsole, loopback_origins
 
 if TYPE_CHECKING:
@@ -70,10 +73,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AgentFactory = Callable[[], Agent]
-#: Given the upgrade request's headers (case-insensitive): refuse with 401 (False), accept
-#: (True), or accept as a named principal (a non-empty string). The principal owns the
-#: connection's sessions: only it may re-attach them after a reconnect (hosting/detached.py).
-Authorize = Callable[[Mapping[str, str]], bool | str]
+#: Given the upgrade request's headers (case-insensitive), and if it takes a second argument the
+#: client's address (hosting/forwarded.py): refuse with 401 (False), accept (True), or accept as a
+#: named principal (a non-empty string). The principal owns the connection's sessions: only it
+#: may re-attach them after a reconnect (hosting/detached.py).
+Authorize = Callable[[Mapping[str, str]], bool | str] | Callable[[Mapping[str, str], str], bool | str]
 
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 SESSION_ID_HEADER = "Acp-Session-Id"
@@ -124,11 +128,14 @@ class AcpHost:
         tracer_provider: Any = None,
         access_log: str | None = None,
         metrics_group: str | None = None,
+        proxies: TrustedProxies | None = None,
     ) -> None:
         self.agent_factory = agent_factory
+        self.proxies = proxies or TrustedProxies()  # whose PROXY and forwarding headers name the client
         self.limits = limits or Limits()
         self.path = path.encode()
         self.authorize = authorize
+        self._hook = with_client(authorize) if authorize is not None else None
         self.allowed_origins = cors.check_origins(allowed_origins, auth=authorize is not None)  # hosting/cors.py
         self.budget = ProcessBudget(self.limits)
         if isinstance(session_store, str):
@@ -137,14 +144,14 @@ class AcpHost:
         self.draining = False
         self._peers: dict[WsPeer | SsePeer, asyncio.Task[None]] = {}
         self._http: dict[str, SsePeer] = {}  # Streamable HTTP connections by Acp-Connection-Id
-        # HTTP front: sockets reading their first head, HTTP sockets, and how many of those serve no connection
-        self._fronts: set[Front] = set()
+        # HTTP front: HTTP sockets; sockets reading their first head, and all that serve no connection, in unbound
         self._channels: set[HttpChannel] = set()
-        self._unbound_channels = 0
+        self.unbound = UnboundSockets(self.limits)  # hosting/unbound.py
         self._server: asyncio.Server | None = None
         self._drained: asyncio.Event | None = None
         self.binary_frames = 0
         self.refused: dict[int, int] = {}
+        self.client_faults = ClientFaults(self.limits.client_error_logs_per_min)  # transports/client_faults.py
         self.accepted = 0
         #: Live connections per admission key (the principal, or the peer address without auth hook).
         self._live: dict[str, int] = {}
@@ -195,22 +202,14 @@ class AcpHost:
     @property
     def unbound_sockets(self) -> int:
         """Sockets reading their first head, and HTTP sockets that never addressed a live connection."""
-        return len(self._fronts) + self._unbound_channels
+        return self.unbound.total
 
-    def front_opened(self, front: Front) -> bool:
-        """A socket was accepted: count it, or refuse it (503) past ``max_unbound_sockets``."""
-        if self.unbound_sockets >= self.limits.max_unbound_sockets:
-            self._count_refused(503)
-            return False
-        self._fronts.add(front)
-        return True
+    def http_channel(self, transport: asyncio.Transport, already_read: bytes, peer: str, client: str) -> None:
+        """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1.
 
-    def front_closed(self, front: Front) -> None:
-        """The front is done with a socket: it was lost, or handed over (an HTTP channel counts it anew)."""
-        self._fronts.discard(front)
-
-    def http_channel(self, transport: asyncio.Transport, already_read: bytes) -> None:
-        """The front read a request that is not a WebSocket upgrade: serve the socket as HTTP/1.1."""
+        ``peer`` is the socket's client as far as the socket says (its PROXY
+        header included), ``client`` as its first request's headers say.
+        """
         channel = HttpChannel(
             transport,
             self._http_request,
@@ -219,8 +218,10 @@ class AcpHost:
             on_lost=self._http_channel_lost,
             on_refused=self._channel_refused,
         )
+        channel.peer, channel.client = peer, client
+        channel.address = "" if self.proxies.trusts(client) else client
         self._channels.add(channel)
-        self._unbound_channels += 1
+        self.unbound.add(channel.address)
         channel.draining = self.draining  # answered (readyz says 503), then closed
         channel.start(already_read)
 
@@ -232,7 +233,7 @@ class AcpHost:
         """The socket serves a live ACP connection (or is gone): it no longer counts as unbound."""
         if not channel.bound:
             channel.bound = True
-            self._unbound_channels -= 1
+            self.unbound.close(channel.address)
 
     def _http_admit(self, channel: HttpChannel, request: Request) -> bool:
         """On the request head, before any body byte is kept: one Authorization, Origin (403), auth (401).
@@ -240,6 +241,7 @@ class AcpHost:
         A refusal is answered here and the body is never read. A POST that
         would start a connection may carry ``max_initialize_body_bytes``.
         """
+        channel.client = client_address(channel.peer, request.headers, self.proxies)
         if self.access_log is not None:  # on the head: a request refused here is logged too
             self.access_log.http(channel, request.method, request.target, lambda: self._who(request))
         if request.path != self.path:
@@ -256,7 +258,7 @@ class AcpHost:
             return False
         channel.response_headers = cors.response_headers(self.allowed_origins, headers)  # refusals too
         if self.authorize is not None:
-            request.principal = self._principal(headers)
+            request.principal = self._principal(headers, channel.client)
             if request.principal is None:
                 self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
                 return False
@@ -277,7 +279,7 @@ class AcpHost:
                 channel.respond(200, b"ready\n", close=True)
         elif path == b"/metrics" and self.metrics is not None and self.metrics_here:
             # The auth hook applies, as on /acp: a scrape config sends the bearer token (docs/OBSERVABILITY.md).
-            if self.authorize is not None and self._principal(headers_map(request)) is None:
+            if self.authorize is not None and self._principal(headers_map(request), channel.client) is None:
                 self._http_refuse(channel, 401, "unauthorized", [("WWW-Authenticate", "Bearer")])
                 return
             self.metrics.answer_http(channel, self.limits)
@@ -413,7 +415,7 @@ class AcpHost:
             self._count_refused(503)
             channel.respond(503, b"this socket opened its share of connections; reconnect\n", close=True)
             return
-        key = _admission_key(principal, client_address(channel.transport))
+        key = _admission_key(principal, channel.client)
         if self._over_principal_cap(key):
             self._http_refuse(channel, 503, "too many connections for this client", [("Retry-After", "1")])
             return
@@ -464,7 +466,10 @@ class AcpHost:
     # -- before the upgrade --------------------------------------------------------------------------
     def _route(self, request: WSUpgradeRequest, client: str = "") -> _Route:
         """Answer an upgrade request; ``client`` is the peer's address ('' when unknown: a unix socket)."""
-        path = request.path.split(b"?", 1)[0]
+        try:  # absolute-form too (GET http://host/acp), as for any other request (hosting/http.py)
+            path = origin_form(b"GET", request.path).split(b"?", 1)[0]
+        except BadRequest as exc:
+            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
         if path == b"/healthz":
             return _plain(HTTPStatus.OK, b"ok\n")
         if path == b"/readyz":
@@ -475,56 +480,59 @@ class AcpHost:
             return None  # 404
         headers = request.headers
         if duplicate_header(headers.items(), "Authorization"):  # which one counts would differ by reader
-            return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n")
+            return self._refuse(HTTPStatus.BAD_REQUEST, b"more than one Authorization header\n", None, client)
         if not cors.origin_allowed(self.allowed_origins, headers.get("Origin")):
-            return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n")
-        try:  # a token may come as the subprotocol acp.bearer.<base64url> (hosting/subprotocol.py)
+            return self._refuse(HTTPStatus.FORBIDDEN, b"origin not allowed\n", None, client)
+        try:  # the ACP subprotocol to select, and a token offered as one (hosting/subprotocol.py)
             offer = subprotocol.read_offer(headers.getall(subprotocol.PROTOCOL_HEADER, []))
             auth_headers = subprotocol.hook_headers(headers, offer)
         except subprotocol.OfferError as exc:
-            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode())
+            return self._refuse(HTTPStatus.BAD_REQUEST, f"{exc}\n".encode(), None, client)
         principal: str | None = None
         if self.authorize is not None:
-            principal = self._principal(auth_headers)
+            principal = self._principal(auth_headers, client)
             if principal is None:
-                return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"})
+                return self._refuse(HTTPStatus.UNAUTHORIZED, b"unauthorized\n", {"WWW-Authenticate": "Bearer"}, client)
         if "websocket" not in headers.get("Upgrade", "").lower():
             return self._refuse(
                 HTTPStatus.UPGRADE_REQUIRED,
                 b"this server offers ACP over WebSocket only\n",
                 {"Upgrade": "websocket", "Connection": "Upgrade"},
+                client,
             )
         if self.draining:
-            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", {"Retry-After": "1"})
+            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"draining\n", {"Retry-After": "1"}, client)
         if len(self._peers) >= self.limits.max_connections:
-            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, b"connection limit reached\n", {"Retry-After": "1"})
+            busy = b"connection limit reached\n"
+            return self._refuse(HTTPStatus.SERVICE_UNAVAILABLE, busy, {"Retry-After": "1"}, client)
         key = _admission_key(principal, client)
         if self._over_principal_cap(key):
             return self._refuse(
-                HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections for this client\n", {"Retry-After": "1"}
+                HTTPStatus.SERVICE_UNAVAILABLE, b"too many connections for this client\n", {"Retry-After": "1"}, client
             )
         connection_id = uuid.uuid4().hex
         extra = {CONNECTION_ID_HEADER: connection_id}
-        if offer.acp:
-            extra[subprotocol.PROTOCOL_HEADER] = subprotocol.SUBPROTOCOL  # never the bearer entry
+        if offer.protocol is not None:
+            extra[subprotocol.PROTOCOL_HEADER] = offer.protocol  # one the client offered, never the bearer entry
         deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
         if deflate is not None:
             extra[EXTENSIONS_HEADER] = deflate.response
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key), deflate=deflate)
+        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key, client), deflate=deflate)
         peer.on_initialize_timeout = self._count_initialize_timeout
+        peer.faults = self.client_faults
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
-    def _principal(self, headers: Mapping[str, str]) -> str | None:
+    def _principal(self, headers: Mapping[str, str], client: str = "") -> str | None:
         """Who the auth hook accepted (None: refused).
 
         A string from the hook names the principal; ``True`` makes the
         credential itself the principal (a digest of ``Authorization``), so
         every holder of one bearer token is one principal.
         """
-        assert self.authorize is not None
+        assert self._hook is not None
         try:
-            verdict = self.authorize(headers)
+            verdict = self._hook(headers, client)
         except Exception:
             log.exception("the authorize hook failed; refusing the request")
             return None
@@ -557,18 +565,20 @@ class AcpHost:
             self.access_log.http_refused(channel, status)
 
     def _refuse(
-        self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None
+        self, status: HTTPStatus, body: bytes, headers: Mapping[str, str] | None = None, client: str = ""
     ) -> WSUpgradeResponseWithListener:
         self._count_refused(status)
         if self.access_log is not None:
-            self.access_log.ws_refused(self.path.decode(), int(status))
+            self.access_log.ws_refused(self.path.decode(), int(status), client)
         return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None) -> None:
-        self._start_peer(peer, principal, key)
+    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None, client: str) -> None:
+        self._start_peer(peer, principal, key, client)
 
-    def _start_peer(self, peer: WsPeer | SsePeer, principal: str | None, key: str | None = None) -> bool:
+    def _start_peer(
+        self, peer: WsPeer | SsePeer, principal: str | None, key: str | None = None, client: str = ""
+    ) -> bool:
         """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task.
 
         ``key`` (the principal, or the peer address) is held to
@@ -599,7 +609,7 @@ class AcpHost:
         if self.tracing is not None:
             self.tracing.attach(server, "websocket" if isinstance(peer, WsPeer) else "http")
         if self.access_log is not None and isinstance(peer, WsPeer):
-            self.access_log.ws_started(peer, principal)
+            self.access_log.ws_started(peer, principal, client)
         task = conn.loop.create_task(self._serve(peer, server), name=f"acp.host:{peer.connection_id[:8]}")
         self._peers[peer] = task
         if key is not None:
@@ -663,7 +673,7 @@ class AcpHost:
             peer.end(CLOSE_GOING_AWAY)
         for channel in list(self._channels):  # HTTP sockets between or inside requests close now
             channel.drain()
-        for front in list(self._fronts):  # sockets still sending their first head
+        for front in list(self.unbound.fronts):  # sockets still sending their first head
             front.drain()
         limits = self.limits
         bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
@@ -694,7 +704,8 @@ class AcpHost:
         ``max_buffered_output``: the most output bytes any one connection has queued;
         ``detached_sessions``: sessions whose socket dropped, parked for a reconnect;
         ``refused_per_principal``: connections refused by ``max_connections_per_principal`` (total);
-        ``initialize_timeouts``: WebSockets closed for sending no ``initialize`` in time (total).
+        ``initialize_timeouts``: WebSockets closed for sending no ``initialize`` in time (total);
+        ``refused_per_address``: sockets refused because their address held ``max_unbound_per_address`` (total).
         """
         return {
             "connections": len(self._peers),
@@ -710,6 +721,7 @@ class AcpHost:
             "http_streams": sum(p.stream_count for p in self._http.values()),
             "refused_per_principal": self.refused_per_principal,
             "initialize_timeouts": self.initialize_timeouts,
+            "refused_per_address": self.unbound.refused_per_address,
         }
 
 
@@ -798,6 +810,7 @@ async def serve_ws(
     otel: bool = False,
     tracer_provider: Any = None,
     access_log: str | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> AcpHost:
     """Start serving ``agent_factory()`` per WebSocket connection; returns the listening host.
 
@@ -808,6 +821,7 @@ async def serve_ws(
     ``otel``: OpenTelemetry spans per request and per prompt turn, through
     ``tracer_provider`` or the global one (the otel extra). ``access_log``:
     ``text`` or ``json``, one stderr line per HTTP request and WebSocket connection.
+    ``proxies``: the proxies whose PROXY and forwarding headers name the client (hosting/forwarded.py).
     """
     acp_host = AcpHost(
         agent_factory,
@@ -822,6 +836,7 @@ async def serve_ws(
         otel=otel,
         tracer_provider=tracer_provider,
         access_log=access_log,
+        proxies=proxies,
     )
     address = ListenAddress(unix_path=unix_path) if unix_path else ListenAddress(host=host, port=port)
     await acp_host.start(address)
@@ -845,14 +860,16 @@ def run_host(
     otel: bool = False,
     access_log: str | None = None,
     metrics_group: str | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
-    0, or 1 when the drain had to abandon tasks that ignored cancellation
-    (they are left behind, not awaited: ``Runner.close`` would wait for
-    ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
+    0, or 1 when the drain had to abandon tasks that ignored cancellation or
+    executor threads that did not return (left behind: ``Runner.close`` would
+    wait for ever). ``freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze`` (process-wide,
     and a cycle frozen at start-up is never collected); ``acp-fast`` asks for it.
-    ``session_store``, ``metrics``, ``metrics_listen``, ``otel`` and ``access_log`` as for :func:`serve_ws`;
+    ``session_store``, ``metrics``, ``metrics_listen``, ``otel``, ``access_log`` and ``proxies`` as for
+    :func:`serve_ws`;
     ``metrics_group``: with ``--workers N``, the directory where the workers serve each other their metrics.
     """
     factory, kind = event_loop_factory(use_uvloop)
@@ -881,9 +898,11 @@ def run_host(
             otel=otel,
             access_log=access_log,
             metrics_group=metrics_group,
+            proxies=proxies,
         ),
         (limits or Limits()).abort_join_s,
         log,
+        threads_join_s=(limits or Limits()).abort_join_s,
     )
 
 
@@ -903,6 +922,7 @@ async def _run(
     otel: bool = False,
     access_log: str | None = None,
     metrics_group: str | None = None,
+    proxies: TrustedProxies | None = None,
 ) -> None:
     host = AcpHost(
         agent_factory,
@@ -916,6 +936,7 @@ async def _run(
         otel=otel,
         access_log=access_log,
         metrics_group=metrics_group,
+        proxies=proxies,
     )
     await host.start(address, reuse_port=reuse_port)
     loop = asyncio.get_running_loop()

@@ -50,7 +50,7 @@ class AccessLog:
             self.log.addHandler(handler)
         self.log.setLevel(logging.INFO)
         self.log.propagate = False
-        self._ws: dict[Any, tuple[float, str | None]] = {}  # open WebSocket connections: start, principal
+        self._ws: dict[Any, tuple[float, str | None, str]] = {}  # open WebSocket connections: start, principal, client
 
     def line(
         self,
@@ -93,8 +93,7 @@ class AccessLog:
         """
         start = time.perf_counter()
         respond, start_stream = channel.respond, channel.start_stream
-        peer = channel.transport.get_extra_info("peername")
-        remote = peer[0] if isinstance(peer, tuple) else "-"
+        remote = channel.client or "-"  # the client's address, as a trusted proxy names it (hosting/forwarded.py)
         path = target.split(b"?", 1)[0].decode("latin-1")
 
         def done(status: int, headers: Any = ()) -> None:
@@ -124,12 +123,11 @@ class AccessLog:
         """
         if "respond" in vars(channel):  # ``http`` wrapped it: the refusal's respond writes the line
             return
-        peer = channel.transport.get_extra_info("peername")
-        self.line("-", "-", status, 0.0, None, None, peer[0] if isinstance(peer, tuple) else "-")
+        self.line("-", "-", status, 0.0, None, None, channel.client or "-")
 
     # -- WebSocket ----------------------------------------------------------------------------------
-    def ws_started(self, peer: Any, principal: str | None) -> None:
-        self._ws[peer] = (time.perf_counter(), principal)
+    def ws_started(self, peer: Any, principal: str | None, remote: str = "") -> None:
+        self._ws[peer] = (time.perf_counter(), principal, remote or "-")
 
     def ws_ended(self, peer: Any, path: str) -> None:
         started = self._ws.pop(peer, None)
@@ -138,10 +136,11 @@ class AccessLog:
         out = getattr(peer, "out", None)
         code = getattr(out, "close_code", None)
         extra: dict[str, int | str] = {"close": int(code)} if code is not None else {}
-        self.line("GET", path, 101, time.perf_counter() - started[0], started[1], peer.connection_id, extra=extra)
+        seconds = time.perf_counter() - started[0]
+        self.line("GET", path, 101, seconds, started[1], peer.connection_id, started[2], extra)
 
-    def ws_refused(self, path: str, status: int) -> None:
-        self.line("GET", path, status, 0.0, None, None)
+    def ws_refused(self, path: str, status: int, remote: str = "") -> None:
+        self.line("GET", path, status, 0.0, None, None, remote or "-")
 
 
 __all__ = ["LOGGER", "AccessLog"]

@@ -206,6 +206,14 @@ OUTPUT_STALL_TIMEOUT_S = 30.0
 #: sockets hold tasks (each also bounded by ``handshake_timeout_s``).
 MAX_METRICS_CONNECTIONS = 8
 
+#: Lines a process logs per minute about what clients did wrong (a WebSocket
+#: protocol error, a message that is not UTF-8, no ``initialize`` in time).
+#: They are the clients' faults, logged at INFO, and any client can commit as
+#: many as it likes, so past this many in a minute they are only counted
+#: (``acp_client_errors_total``); the next line logged says how many were not.
+#: 0 logs none of them.
+CLIENT_ERROR_LOGS_PER_MIN = 10
+
 # -- HTTP front: the Streamable HTTP profile's sockets (hosting/http.py) ---------------------
 
 #: Accepted sockets not (yet) serving an ACP connection: reading their first
@@ -262,7 +270,8 @@ INITIALIZE_TIMEOUT_S = 10.0
 #: The anchor is nginx's ``limit_conn`` per address: 256 is far more than one
 #: user's editor windows and still 1/40 of ``max_connections``, so one client
 #: cannot take every slot of a public port. Behind a proxy every client shares
-#: the proxy's address: raise it there, or authenticate.
+#: the proxy's address unless the proxy is trusted to name the client
+#: (``--forwarded-allow-ips``); otherwise raise it there, or authenticate.
 MAX_CONNECTIONS_PER_PRINCIPAL = 256
 
 #: Seconds after a large read (64 KiB or more) before the unused pages of the
@@ -272,6 +281,29 @@ MAX_CONNECTIONS_PER_PRINCIPAL = 256
 #: from paying for the pages again each time. 1 s is well inside the goal of an
 #: idle connection back at its usual size ten seconds after any message.
 WS_BUFFER_RELEASE_S = 1.0
+
+# -- Client addresses behind proxies and the per-address share of the front (hosting/front.py) ---
+
+#: Sockets without an ACP connection yet (as ``max_unbound_sockets`` counts
+#: them) that one client address may hold; its next socket is answered 503
+#: while other addresses are served. An eighth of ``max_unbound_sockets``: it
+#: takes eight addresses to fill the front, and 128 sockets mid-handshake at
+#: once is far more than a browser (six per host) or an editor opens. Behind a
+#: proxy the address is the client's only with ``--forwarded-allow-ips``.
+MAX_UNBOUND_PER_ADDRESS = 128
+
+#: Sockets accepted past ``max_unbound_sockets`` only to answer health probes
+#: (``GET /healthz``, ``/readyz``); any other request on them is answered 503.
+#: A full front must still tell the orchestrator it is alive, and a socket has
+#: to be read to know it is a probe. A kubelet and a load balancer probe a few
+#: times a second; 16 leaves room for them without holding many descriptors.
+HEALTH_RESERVE_SOCKETS = 16
+
+#: Longest PROXY protocol header accepted from a trusted proxy (version 2 may
+#: declare 64 KiB). HAProxy's header with every TLV it can send (ALPN,
+#: authority, TLS details, unique id) stays under 1 KiB; 4 KiB leaves room for
+#: cloud load balancers' TLVs. The header counts against ``handshake_timeout_s``.
+MAX_PROXY_HEADER_BYTES = 4 * KiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +351,7 @@ class Limits:
     output_stall_timeout_s: float = OUTPUT_STALL_TIMEOUT_S
     # Observability
     max_metrics_connections: int = MAX_METRICS_CONNECTIONS
+    client_error_logs_per_min: int = CLIENT_ERROR_LOGS_PER_MIN
     # HTTP front
     max_unbound_sockets: int = MAX_UNBOUND_SOCKETS
     http_request_timeout_s: float = HTTP_REQUEST_TIMEOUT_S
@@ -330,6 +363,10 @@ class Limits:
     initialize_timeout_s: float = INITIALIZE_TIMEOUT_S
     max_connections_per_principal: int = MAX_CONNECTIONS_PER_PRINCIPAL
     ws_buffer_release_s: float = WS_BUFFER_RELEASE_S
+    # Client addresses and the per-address share of the front
+    max_unbound_per_address: int = MAX_UNBOUND_PER_ADDRESS
+    health_reserve_sockets: int = HEALTH_RESERVE_SOCKETS
+    max_proxy_header_bytes: int = MAX_PROXY_HEADER_BYTES
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -371,5 +408,7 @@ _ZERO_OK = frozenset(
         "ws_deflate",
         "sse_replay",
         "cors_max_age_s",
+        "health_reserve_sockets",
+        "client_error_logs_per_min",
     }
 )

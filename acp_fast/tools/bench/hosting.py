@@ -122,6 +122,8 @@ def demo_server_argv(port: int, connections: int) -> list[str]:
         str(connections + 100),
         "--max-connections-per-principal",  # every bench client comes from 127.0.0.1
         str(connections + 100),
+        "--max-unbound-per-address",  # and opens its connections at once
+        str(connections + 100),
     ]
 
 
