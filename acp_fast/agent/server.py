@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from ..peer.connection import Connection, IncomingRequest
@@ -25,29 +25,20 @@ from .base import Agent
 from .capabilities import agent_capabilities, check_system_prompt
 from .class_info import ControlHandler, Kwargs, class_info
 from .client_handle import Client
-from .context import Context, Turn, context_var, turn_var
+from .context import Context, context_var
 from .mcp_bridge import McpBridge
 from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
 from .seams import SessionSource
 from .sessions import Session, SessionTable, new_session_id
 from .starter import AnswerAfterStart, SessionStarter
+from .turns import enter_prompt, run_prompt, stop_reason
 from .validate import enabled as validation_enabled
 from .validate import install as install_validation
 
 __all__ = ["AgentServer", "AnswerAfterStart", "ControlHandler", "Kwargs"]
 
 log = logging.getLogger(__name__)
-
-
-def _stop_reason(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {"stopReason": "end_turn"}
-    if isinstance(value, str):
-        return {"stopReason": value}
-    if isinstance(value, dict):
-        return value
-    raise TypeError(f"prompt() returned {type(value).__name__}; expected a dict, a str or None")
 
 
 def _forwarding(attr: str, default: Callable[[Kwargs], dict[str, Any]] = lambda _kw: {}) -> ControlHandler:
@@ -264,13 +255,14 @@ class AgentServer:
                 kwargs = self.fit("prompt", kwargs)
             job = self.pool.admit(req, session)
             snapshot = self.context  # R02: the context as of admission, not of execution
+            agent, hook = self.agent, self._turn_end_hook
             self.pool.start(
                 job,
-                (lambda j: self._run_prompt(j, kwargs, snapshot))
-                if self._turn_end_hook
-                else (lambda j: self._enter_prompt(j, kwargs, snapshot)),
-                lambda _j, v: _stop_reason(v),
-                not_started=lambda j: self._run_prompt(j, None, snapshot),
+                (lambda j: run_prompt(agent, j, kwargs, snapshot, True))
+                if hook
+                else (lambda j: enter_prompt(agent, j, kwargs, snapshot)),
+                lambda _j, v: stop_reason(v),
+                not_started=lambda j: run_prompt(agent, j, None, snapshot, hook),
             )
             return
         if not self.mcp.handles(spec.method):
@@ -293,48 +285,6 @@ class AgentServer:
             for s in session.mcp_servers
             if isinstance(s, dict) and s.get("type") == "acp" and isinstance(s.get("serverId"), str)
         ]
-
-    def _enter_prompt(self, job: Job, kwargs: Kwargs, snapshot: Context) -> Awaitable[Any]:
-        """The turn of an agent without an end-of-turn hook: the agent's ``prompt`` coroutine itself.
-
-        Called inside the job's task, so the context variables are the task's.
-        No wrapping coroutine: a cancellation unwinds one frame less before the
-        answer is written, and whatever ``prompt`` raises reaches the pool as
-        it would through ``_run_prompt``.
-        """
-        assert job.session is not None
-        turn_var.set(Turn(job.session, job.token, job.request.id, snapshot))
-        context_var.set(snapshot)
-        return self.agent.prompt(**kwargs)
-
-    async def _run_prompt(self, job: Job, kwargs: Kwargs | None, snapshot: Context) -> Any:
-        """One turn: the agent's ``prompt``, then ``on_turn_end`` however it ended.
-
-        ``kwargs`` None: the turn was cancelled before its task ran a step; the
-        body is not called and nothing is emitted, but the end-of-turn hook
-        still runs (R10).
-        """
-        assert job.session is not None
-        session_id = job.session.id
-        turn_var.set(Turn(job.session, job.token, job.request.id, snapshot))
-        context_var.set(snapshot)
-        outcome = "failed"
-        try:
-            if kwargs is None:
-                outcome = "cancelled"
-                return None
-            value = await self.agent.prompt(**kwargs)
-            outcome = "cancelled" if job.token.cancelled else _stop_reason(value).get("stopReason", "end_turn")
-            return value
-        except asyncio.CancelledError:
-            outcome = "aborted" if job.aborted else "cancelled"
-            raise
-        finally:
-            if self._turn_end_hook:  # the base hook does nothing: a cancelled turn answers sooner without it
-                try:
-                    await self.agent.on_turn_end(session_id, str(outcome))
-                except Exception:
-                    log.exception("on_turn_end failed for session %r", session_id)
 
     async def _ext_request(self, req: IncomingRequest) -> None:
         params = req.params if isinstance(req.params, dict) else {}
@@ -397,7 +347,9 @@ class AgentServer:
             if isinstance(mode_id, str):
                 session.mode_id = mode_id
         if start and self._start_hook:  # the base hook does nothing: no phase two to schedule
-            self.starter.add(session_id)
+            self._to_start.append(session_id)  # the starter's queue (SessionStarter.schedule)
+            if not self.starter.scheduled:
+                self.starter.schedule()
         return session
 
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:

@@ -42,7 +42,7 @@ class AnswerAfterStart:
 class SessionStarter:
     """One connection's queue of opened sessions whose start callback has not run yet."""
 
-    __slots__ = ("_agent", "_conn", "_opened", "_running", "_scheduled", "max_running", "max_waiting", "waiting")
+    __slots__ = ("_agent", "_conn", "_opened", "_running", "max_running", "max_waiting", "scheduled", "waiting")
 
     def __init__(
         self, conn: Connection, agent: Agent, opened: Mapping[str, Any], max_waiting: int, max_running: int
@@ -56,7 +56,8 @@ class SessionStarter:
         self.max_running = max(1, max_running)
         #: Session ids whose callback is not spawned yet, in order.
         self.waiting: deque[str] = deque()
-        self._scheduled = False
+        #: A start of the queue is due (``schedule`` ran, or a starter waits for the output to drain).
+        self.scheduled = False
         self._running = 0
 
     def check_room(self) -> None:
@@ -67,16 +68,19 @@ class SessionStarter:
                 f"(limit {self.max_waiting}); retry later"
             )
 
-    def add(self, session_id: str) -> None:
-        """Queue the session's callback behind the answer being written now."""
-        self.waiting.append(session_id)
-        if not self._scheduled:  # one callback per loop turn starts the sessions opened in it
-            self._scheduled = True
-            self._conn.loop.call_soon(self._start)
+    def schedule(self) -> None:
+        """Start the queue on the next loop turn, behind the answers written in this one.
+
+        The server appends to ``waiting`` itself and calls this unless
+        ``scheduled``: one call per loop turn starts the sessions opened in it,
+        and ``session/new`` pays no call of its own for it.
+        """
+        self.scheduled = True
+        self._conn.loop.call_soon(self._start)
 
     def _start(self) -> None:
         """Spawn a starter task for the queue, unless ``max_running`` of them run already."""
-        self._scheduled = False
+        self.scheduled = False
         queue = self.waiting
         if not queue or self._running >= self.max_running:
             return
@@ -128,8 +132,8 @@ class SessionStarter:
                 continue
             if resume is None:  # finished without suspending
                 continue
-            if queue and not self._scheduled:  # the next sessions start beside this one
-                self._scheduled = True
+            if queue and not self.scheduled:  # the next sessions start beside this one
+                self.scheduled = True
                 if conn.writer.paused:  # it waits for room in the output, and so would they: start them
                     conn.writer.on_flow(self._start)  # when the transport resumes, not now
                 else:
@@ -141,7 +145,7 @@ class SessionStarter:
 
     def _done(self, _task: asyncio.Task[Any]) -> None:
         self._running -= 1
-        if self.waiting and not self._scheduled:
+        if self.waiting and not self.scheduled:
             self._start()
 
     def answer_after(self, req: IncomingRequest, pending: AnswerAfterStart) -> None:
