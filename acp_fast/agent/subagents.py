@@ -25,7 +25,7 @@ from .context import Turn, enter_turn, turn_var
 from .sessions import ChildSession
 
 if TYPE_CHECKING:
-    from .client_handle import Client
+    from .updates import SessionUpdates
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class SubagentRun:
         "value",
     )
 
-    def __init__(self, client: Client, session: ChildSession, work: SubagentWork) -> None:
+    def __init__(self, client: SessionUpdates, session: ChildSession, work: SubagentWork) -> None:
         self._client = client
         self._work = work
         self.session = session
