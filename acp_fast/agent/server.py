@@ -113,14 +113,12 @@ class AgentServer:
         )
         self.client.mcp = self.mcp
         self.client.sessions = self.sessions
-        info = class_info(type(self), type(agent), _CONTROL)
+        self._info = info = class_info(type(self), type(agent), _CONTROL)
+        # Copied out of the shared info: what the request paths read on every request.
+        self._routes = info.routes  # every request method's spec and, when served on the loop, its handler
         self._implemented = info.implemented
         self._narrow = info.narrow
-        # Every request method in one lookup: its spec and, for a served control method, its handler.
-        self._routes = info.routes
         self._start_hook = info.start_hook
-        self._cancel_hook = info.cancel_hook
-        self._turn_end_hook = info.turn_end_hook
         # R22 phase two: at most half of max_spawned starter tasks at once.
         self.starter = SessionStarter(conn, agent, self.sessions.by_id, limits.max_sessions, limits.max_spawned // 2)
         self._to_start = self.starter.waiting
@@ -220,7 +218,7 @@ class AgentServer:
             log.debug("session/cancel for unknown session %r ignored", session_id)
             return
         session.cancel_turn(reason)
-        if self._cancel_hook:  # the agent's own reaction runs beside the loop, not on it
+        if self._info.cancel_hook:  # the agent's own reaction runs beside the loop, not on it
             meta = {"field_meta": field_meta} if field_meta else {}
             hook = self.agent.cancel(**self.fit("cancel", {"session_id": session_id, **meta}))
             self.conn.spawn(hook, name=f"acp.cancel_hook:{session_id}")
@@ -255,7 +253,7 @@ class AgentServer:
                 kwargs = self.fit("prompt", kwargs)
             job = self.pool.admit(req, session)
             snapshot = self.context  # R02: the context as of admission, not of execution
-            agent, hook = self.agent, self._turn_end_hook
+            agent, hook = self.agent, self._info.turn_end_hook
             self.pool.start(
                 job,
                 (lambda j: run_prompt(agent, j, kwargs, snapshot, True))
