@@ -19,9 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..peer.connection import Connection, IncomingRequest
-from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound, PromptInProgress, ServerBusy
+from ..wire.errors import InvalidRequest, MethodNotFound, PromptInProgress
 from ..wire.jsonrpc import Notification
 from .base import Agent
+from .cancelling import Canceller
 from .capabilities import agent_capabilities, check_system_prompt
 from .class_info import ControlHandler, Kwargs, class_info
 from .client_handle import Client
@@ -30,7 +31,7 @@ from .mcp_bridge import McpBridge
 from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
 from .seams import SessionSource
-from .sessions import Session, SessionTable, new_session_id
+from .sessions import SessionTable, new_session_id
 from .starter import AnswerAfterStart, SessionStarter
 from .turns import enter_prompt, run_prompt, stop_reason
 from .validate import enabled as validation_enabled
@@ -101,7 +102,6 @@ class AgentServer:
         self.context = Context()
         self.sessions = sessions if sessions is not None else SessionTable(limits.max_sessions)
         self.pool = pool if pool is not None else BackgroundPool(conn.loop, limits.max_background)
-        self.pool.bind(conn, type(agent).__qualname__, self._turn_timed_out)
         self.source = source
         self.client = Client(conn, lambda: self.context)
         self.mcp = McpBridge(
@@ -118,18 +118,21 @@ class AgentServer:
         self._routes = info.routes  # every request method's spec and, when served on the loop, its handler
         self._implemented = info.implemented
         self._narrow = info.narrow
-        self._start_hook = info.start_hook
-        # R22 phase two: at most half of max_spawned starter tasks at once.
-        self.starter = SessionStarter(conn, agent, self.sessions.by_id, limits.max_sessions, limits.max_spawned // 2)
+        # R22: at most max_sessions opened sessions wait for their start callback, half of max_spawned run.
+        self.starter = SessionStarter(
+            conn, agent, self.sessions, info.start_hook, limits.max_sessions, limits.max_spawned // 2
+        )
         self._to_start = self.starter.waiting
+        self.cancels = Canceller(agent, conn, self.sessions, self.pool, self.fit, info.cancel_hook)
+        self.pool.bind(conn, type(agent).__qualname__, self.cancels.turn_timed_out)
         self._idle_timer: asyncio.TimerHandle | None = None
         on_server = getattr(agent, "on_server", None)  # an adapter (compat) claims requests first
         if on_server is not None:
             on_server(self)
         conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
         conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
-        conn.on_receive_notification_sync("session/cancel", self.on_cancel_notification)
-        conn.on_receive_notification_sync("$/cancel_request", self.on_cancel_notification)
+        conn.on_receive_notification_sync("session/cancel", self.cancels.on_notification)
+        conn.on_receive_notification_sync("$/cancel_request", self.cancels.on_notification)
         conn.on_shutdown(self._shutdown)
         agent.on_connect(self.client)
         if limits.idle_session_timeout_s > 0:
@@ -141,7 +144,6 @@ class AgentServer:
         route = self._routes.get(method)
         if route is None:
             if method.startswith("_") and "ext_method" in self._implemented:
-                self._require_initialized(method)
                 await self._ext_request(req)
                 return True
             raise MethodNotFound(f"Method not found: {method}", {"method": method})
@@ -170,10 +172,6 @@ class AgentServer:
         log.debug("%s.%s takes no **kwargs: params %s not passed", type(self.agent).__name__, attr, dropped)
         return {k: v for k, v in kw.items() if k in names}
 
-    def _require_initialized(self, method: str) -> None:
-        if not self.context.initialized and method != "initialize":
-            raise InvalidRequest(f"Invalid request: {method} before initialize")
-
     async def _on_notification(self, note: Notification) -> bool:
         method = note.method
         spec = AGENT_METHODS.get(method)
@@ -193,55 +191,9 @@ class AgentServer:
 
     # -- cancellation (R06, R10-R12) ----------------------------------------------------------
     def on_cancel_notification(self, note: Notification) -> None:
-        """``session/cancel`` and ``$/cancel_request`` (R06, R10-R12).
-
-        Synchronous, so it can run straight from the read callback (see
-        dispatch). Public for adapters that see a cancel first (compat) and
-        hand over the ones for sessions this server holds.
-        """
-        spec = AGENT_METHODS[note.method]
-        try:
-            kwargs = spec.parse(note.params)
-        except InvalidParams as exc:  # R06: logged and dropped, never answered
-            log.warning("dropped malformed %s: %s", note.method, exc.message)
-            return
-        if note.method == "session/cancel":
-            self._cancel_session(kwargs["session_id"], kwargs.get("field_meta"))
-        else:
-            self._cancel_request(kwargs["request_id"])
-
-    def _cancel_session(
-        self, session_id: str, field_meta: dict[str, Any] | None = None, reason: str = "session/cancel"
-    ) -> None:
-        session = self.sessions.find(session_id)
-        if session is None:
-            log.debug("session/cancel for unknown session %r ignored", session_id)
-            return
-        session.cancel_turn(reason)
-        if self._info.cancel_hook:  # the agent's own reaction runs beside the loop, not on it
-            meta = {"field_meta": field_meta} if field_meta else {}
-            hook = self.agent.cancel(**self.fit("cancel", {"session_id": session_id, **meta}))
-            self.conn.spawn(hook, name=f"acp.cancel_hook:{session_id}")
-
-    def _turn_timed_out(self, job: Job) -> None:
-        """A turn ran past ``max_turn_s``: cancelled as a ``session/cancel`` would (R30)."""
-        session = job.session
-        if session is None or session.turn is not job:
-            job.cancel("max_turn_s (timeout)")
-            return
-        try:
-            self._cancel_session(session.id, reason="max_turn_s (timeout)")
-        except ServerBusy as exc:  # the turn is cancelled; only the agent's cancel hook could not be spawned
-            log.warning("cancel hook for session %r not run after its timeout: %s", session.id, exc.message)
-
-    def _cancel_request(self, request_id: str | int) -> None:
-        job = self.pool.get(request_id)
-        if job is None:
-            return  # finished already, or never ours: the normal response stands
-        if job.session is not None:
-            job.session.cancel_turn("$/cancel_request")
-        else:
-            job.cancel("$/cancel_request")
+        """``session/cancel`` and ``$/cancel_request`` (``Canceller.on_notification``), for adapters
+        that see a cancel first (compat) and hand over the ones for sessions this server holds."""
+        self.cancels.on_notification(note)
 
     # -- background lane (R02, R07, R08) ---------------------------------------------------
     def _admit(self, req: IncomingRequest, spec: MethodSpec, kwargs: Kwargs) -> None:
@@ -285,6 +237,8 @@ class AgentServer:
         ]
 
     async def _ext_request(self, req: IncomingRequest) -> None:
+        if not self.context.initialized:  # an extension method is never "initialize"
+            raise InvalidRequest(f"Invalid request: {req.method} before initialize")
         params = req.params if isinstance(req.params, dict) else {}
         if req.method in self.agent.background_extensions:
             job = self.pool.admit(req)
@@ -330,26 +284,6 @@ class AgentServer:
         self.context = self.context.evolve(authenticated=False, auth_method=None)
         return result or {}
 
-    def _open(self, session_id: str, kw: Kwargs, result: dict[str, Any], start: bool = True) -> Session:
-        """Framework-owned setup of a new session (phase one of R22); ``start`` queues its
-        start callback behind the answer (new, fork). A session already open here is
-        re-opened: the cwd and MCP servers of this request replace the earlier ones."""
-        cwd, servers = kw["cwd"], kw.get("mcp_servers")
-        session = self.sessions.open(session_id, cwd, servers)
-        if session.mcp_servers is not servers and (session.cwd != cwd or session.mcp_servers != (servers or [])):
-            session.cwd = cwd
-            session.mcp_servers = servers or []
-        modes = result.get("modes")
-        if isinstance(modes, dict):
-            mode_id = modes.get("currentModeId")
-            if isinstance(mode_id, str):
-                session.mode_id = mode_id
-        if start and self._start_hook:  # the base hook does nothing: no phase two to schedule
-            self._to_start.append(session_id)  # the starter's queue (SessionStarter.schedule)
-            if not self.starter.scheduled:
-                self.starter.schedule()
-        return session
-
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.check_capacity()
         if len(self._to_start) >= self.limits.max_sessions:
@@ -366,7 +300,7 @@ class AgentServer:
             result = dict(result or {})
             result["sessionId"] = new_session_id("sess_")
         session_id = result["sessionId"]
-        self._open(session_id, kw, result)
+        self.starter.open(session_id, kw, result)
         return result
 
     async def _reopen(self, attr: str, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
@@ -390,8 +324,8 @@ class AgentServer:
         self.starter.check_room()
         check_system_prompt(kw, self.agent.system_prompt_modes)
         result = dict(await getattr(self.agent, attr)(**self.fit(attr, kw)) or {})
-        self._open(session_id, kw, result, start=False)
-        if self._start_hook:
+        self.starter.open(session_id, kw, result, start=False)
+        if self.starter.hook:
             return AnswerAfterStart(session_id, result)
         return result
 
@@ -409,7 +343,7 @@ class AgentServer:
         if "sessionId" not in result:
             result["sessionId"] = new_session_id("sess_")
         new_id = result["sessionId"]
-        self._open(new_id, kw, result)
+        self.starter.open(new_id, kw, result)
         return result
 
     async def _list_sessions(self, kw: Kwargs) -> dict[str, Any]:

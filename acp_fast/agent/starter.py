@@ -1,6 +1,8 @@
-"""Phase two of a session's start (R22): the agent's ``on_session_start``, after the answer.
+"""A session's start in two phases (R22): the framework's setup, then the agent's ``on_session_start``.
 
-``session/new`` and ``session/fork`` answer first; the callbacks of the
+Phase one (``open``) runs on the loop before the answer: the table entry,
+its cwd, MCP servers and mode. For phase two, ``session/new`` and
+``session/fork`` answer first; the callbacks of the
 sessions they opened then run in starter tasks, at most ``max_running`` at
 once, the rest queued in order. A client pipelining ``session/new`` would
 otherwise fill the spawn limit with callbacks parked behind a full pipe
@@ -15,7 +17,6 @@ import asyncio
 import contextvars
 import logging
 from collections import deque
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..peer import inline
@@ -25,6 +26,7 @@ from ..wire.errors import ServerBusy
 if TYPE_CHECKING:
     from ..peer.connection import Connection, IncomingRequest
     from .base import Agent
+    from .sessions import Session, SessionTable
 
 log = logging.getLogger(__name__)
 
@@ -40,23 +42,42 @@ class AnswerAfterStart:
 
 
 class SessionStarter:
-    """One connection's queue of opened sessions whose start callback has not run yet."""
+    """One connection's sessions being opened, and the queue of those whose start callback has not run yet."""
 
-    __slots__ = ("_agent", "_conn", "_opened", "_running", "max_running", "max_waiting", "scheduled", "waiting")
+    __slots__ = (
+        "_agent",
+        "_conn",
+        "_running",
+        "_sessions",
+        "hook",
+        "max_running",
+        "max_waiting",
+        "scheduled",
+        "waiting",
+    )
 
     def __init__(
-        self, conn: Connection, agent: Agent, opened: Mapping[str, Any], max_waiting: int, max_running: int
+        self,
+        conn: Connection,
+        agent: Agent,
+        sessions: SessionTable,
+        hook: bool,
+        max_waiting: int,
+        max_running: int,
     ) -> None:
-        """``opened``: the sessions open now (a queued one closed meanwhile is not started);
-        ``max_waiting``: queued sessions past which opening one is refused."""
+        """``sessions``: the connection's table (a queued session closed meanwhile is not
+        started); ``hook``: the agent overrides ``on_session_start`` (the base one does
+        nothing, so there is no phase two to schedule); ``max_waiting``: queued sessions past
+        which opening one is refused."""
         self._conn = conn
         self._agent = agent
-        self._opened = opened
+        self._sessions = sessions
+        self.hook = hook
         self.max_waiting = max_waiting
         self.max_running = max(1, max_running)
         #: Session ids whose callback is not spawned yet, in order.
         self.waiting: deque[str] = deque()
-        #: A start of the queue is due (``schedule`` ran, or a starter waits for the output to drain).
+        #: A start of the queue is due (on the next loop turn, or once the output has room).
         self.scheduled = False
         self._running = 0
 
@@ -68,15 +89,26 @@ class SessionStarter:
                 f"(limit {self.max_waiting}); retry later"
             )
 
-    def schedule(self) -> None:
-        """Start the queue on the next loop turn, behind the answers written in this one.
-
-        The server appends to ``waiting`` itself and calls this unless
-        ``scheduled``: one call per loop turn starts the sessions opened in it,
-        and ``session/new`` pays no call of its own for it.
-        """
-        self.scheduled = True
-        self._conn.loop.call_soon(self._start)
+    def open(self, session_id: str, kw: dict[str, Any], result: dict[str, Any], start: bool = True) -> Session:
+        """Phase one: the framework-owned setup of a session, before the answer; ``start`` queues
+        its callback behind the answer (new, fork). A session already open here is re-opened:
+        the cwd and MCP servers of this request replace the earlier ones."""
+        cwd, servers = kw["cwd"], kw.get("mcp_servers")
+        session = self._sessions.open(session_id, cwd, servers)
+        if session.mcp_servers is not servers and (session.cwd != cwd or session.mcp_servers != (servers or [])):
+            session.cwd = cwd
+            session.mcp_servers = servers or []
+        modes = result.get("modes")
+        if isinstance(modes, dict):
+            mode_id = modes.get("currentModeId")
+            if isinstance(mode_id, str):
+                session.mode_id = mode_id
+        if start and self.hook:
+            self.waiting.append(session_id)
+            if not self.scheduled:  # one call per loop turn starts the sessions opened in it
+                self.scheduled = True
+                self._conn.loop.call_soon(self._start)
+        return session
 
     def _start(self) -> None:
         """Spawn a starter task for the queue, unless ``max_running`` of them run already."""
@@ -114,7 +146,7 @@ class SessionStarter:
         releases the writer's flow waiters, so the queue cannot stall there.
         """
         queue = self.waiting
-        opened = self._opened
+        opened = self._sessions.by_id
         conn = self._conn
         hook = self._agent.on_session_start
         copy_context = contextvars.copy_context
