@@ -233,17 +233,13 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
 #: (and a prompt task, which copies the context when it is created) builds the release's request
 #: model from every field the client sent, not only those acp_fast's method table declares.
 _WIRE: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("acp_fast_compat_wire", default=None)
-#: Set while the server handles a session/cancel whose agent ``cancel`` compat already started.
-_CANCEL_STARTED: contextvars.ContextVar[bool] = contextvars.ContextVar("acp_fast_compat_cancel_started", default=False)
-
-
-def _parses(note: Notification) -> bool:
-    """Whether the server will act on this cancel (it drops malformed params, R06)."""
-    try:
-        AGENT_METHODS[note.method].parse(note.params)
-    except InvalidParams:
-        return False
-    return True
+#: Cancel reasons (the server's words for them) whose stopping of the turn compat leaves to an SDK
+#: agent that defines ``cancel``: the SDK's runtime answers ``session/cancel`` by calling the agent's
+#: ``cancel`` and nothing else, so the agent's own way of stopping (often ``.cancel()`` on the prompt
+#: task it kept) is the only one. ``max_turn_s`` cancels as ``session/cancel`` does. Shutdown, EOF,
+#: ``session/close`` and ``$/cancel_request`` still cancel the task, as the SDK's runtime does when
+#: its connection closes (and 1.x for ``$/cancel_request``).
+_LEFT_TO_AGENT = frozenset({"session/cancel", "max_turn_s (timeout)"})
 
 #: Requests acp_fast's server routes and answers itself (with the forwarders below as the agent's
 #: methods); mcp/* are left out: the server hands them to its MCP bridge, never to the agent.
@@ -333,6 +329,8 @@ class SdkAgent(Agent):
     gated_notifications: frozenset[str] = frozenset()
     #: Every request the SDK's router would hand this agent (the release routes it, the agent defines it).
     served: dict[str, RouteInfo] = {}
+    #: The agent defines ``cancel``: a cancelled turn is stopped by it alone, as under the SDK (``_LEFT_TO_AGENT``).
+    stops_own_turn: bool = False
 
     def __init__(self, sdk_agent: Any, sdk_client: SdkClient, strict: bool = False) -> None:
         #: What the agent's ``initialize`` last answered, before the server shaped it.
@@ -347,6 +345,8 @@ class SdkAgent(Agent):
         self.server = server
         server.conn.on_receive_request(self._before_server, "acp_fast.compat.before_server")
         server.conn.on_receive_notification(self._notification, "acp_fast.compat.notification")
+        if self.stops_own_turn:
+            server.pool.left_to_agent = _LEFT_TO_AGENT
         if not self.strict:
             server.context = server.context.evolve(initialized=True)
 
@@ -447,38 +447,21 @@ class SdkAgent(Agent):
 
     def _cancel_any_session(self, note: Notification) -> None:
         """session/cancel: a known session as acp_fast does; any other id still reaches the agent
-        (unless ``strict``). The agent's handler, spawned here, gets the client's params.
-
-        For a known session the agent's ``cancel`` is started before the runtime cancels the turn:
-        its first step then runs before the prompt task wakes with its ``CancelledError``. An agent
-        whose ``cancel`` cancels its own prompt task (kept from ``asyncio.current_task()``, as
-        agents written for the SDK's runtime do) so adds to the pending cancellation, and the task
-        gets one ``CancelledError``, as on the SDK, instead of a second one in the middle of the
-        cleanup after the first (which lost the agent's own answer)."""
+        (unless ``strict``). The agent's handler, spawned here or by the server, gets the client's
+        params. How the turn itself is stopped is set up in ``on_server`` (``_LEFT_TO_AGENT``)."""
         server = self.server
         assert server is not None
         sid = note.params.get("sessionId") if isinstance(note.params, dict) else None
-        known = isinstance(sid, str) and server.sessions.find(sid) is not None
-        route = ROUTES.get("session/cancel")
-        agent_cancels = route is not None and sdk_defines(self.sdk_agent, "cancel")
-        if not self.strict and isinstance(sid, str) and not known:
-            if agent_cancels:
-                assert route is not None
+        if not self.strict and isinstance(sid, str) and server.sessions.find(sid) is None:
+            route = ROUTES.get("session/cancel")
+            if route is not None and sdk_defines(self.sdk_agent, "cancel"):
                 work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
                 server.conn.spawn(work, name="acp.compat.cancel")
             return
-        started = False
-        if known and agent_cancels and _parses(note):
-            assert route is not None
-            work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
-            server.conn.spawn(work, name="acp.compat.cancel")
-            started = True
-        token = _WIRE.set((note.method, note.params))
-        already = _CANCEL_STARTED.set(started)  # the server's cancel hook then calls nothing
+        token = _WIRE.set((note.method, note.params))  # copied into the cancel hook's task
         try:
             server.on_cancel_notification(note)
         finally:
-            _CANCEL_STARTED.reset(already)
             _WIRE.reset(token)
 
     @staticmethod
@@ -536,12 +519,11 @@ def wrap_sdk_agent(
         cancel_route = notes["session/cancel"]
 
         async def _cancel(self: SdkAgent, session_id: str, **kwargs: Any) -> None:
-            if _CANCEL_STARTED.get():  # a session/cancel compat already passed to the agent
-                return
             wire = _wire_for(cancel_route, {"session_id": session_id, **kwargs})
             await call_route(self.sdk_agent, cancel_route, wire)
 
         namespace["cancel"] = _cancel
+        namespace["stops_own_turn"] = True
     if "session/new" not in requests:
         namespace["new_session"] = _no_new_session
     if sdk_defines(agent, "ext_method"):

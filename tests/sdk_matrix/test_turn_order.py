@@ -1,0 +1,94 @@
+"""How a turn ends, seen by a client over a pipe: the installed release's own runtime and compat
+serve the same agent process (tests/sdk_matrix/turn_agents.py) and the client reads the same lines.
+
+- A cancelled turn is stopped as the release's runtime stops it: ``session/cancel`` calls the
+  agent's ``cancel`` and nothing else, so an agent that cancels its own prompt task gets one
+  ``CancelledError``, its cleanup closes its model stream, and nothing of the cancelled turn comes
+  in the next one. ``max_turn_s`` (compat's own) cancels the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_fast.compat import wrap_sdk_agent
+from acp_fast.wire.limits import Limits
+from tests.helpers import AgentProcess, Harness, close_and_check, prompt_params
+from tests.sdk_matrix.turn_agents import STORY_SEEN, StoryAgent
+
+RUNTIMES = ("sdk", "compat")
+#: What a client reads on the release's own runtime: the story's first words, the cleanup's last
+#: update and the agent's own answer; then a next turn with nothing of the story in it.
+STORY_TURN = ["w1 ", "w2 ", "w3 ", "stream closed"]
+STORY_ANSWER = {"stopReason": "cancelled", "_meta": {"stream": "closed"}}
+
+
+def _process(runtime: str, kind: str) -> AgentProcess:
+    return AgentProcess("-m", "tests.sdk_matrix.turn_agents", runtime, kind, python_args=True)
+
+
+def _text(msg: Any) -> str | None:
+    if not isinstance(msg, dict) or msg.get("method") != "session/update":
+        return None
+    content = msg["params"]["update"].get("content") or {}
+    return content.get("text") if isinstance(content, dict) else None
+
+
+def _texts(msgs: list[Any]) -> list[str]:
+    return [t for t in map(_text, msgs) if t is not None]
+
+
+def _cancelled_then_next(runtime: str) -> dict[str, Any]:
+    with _process(runtime, "story") as agent:
+        agent.initialize()
+        sid = agent.new_session()
+        story = agent.request("session/prompt", prompt_params(sid, "story"))
+        seen: list[Any] = []
+        while len(_texts(seen)) < STORY_SEEN:
+            seen.append(agent.next())
+        agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+        rest, answer = agent.until_response(story)
+        after, next_answer = agent.until_response(agent.request("session/prompt", prompt_params(sid, "again")))
+        agent.close_stdin()
+        status = agent.wait()
+    return {
+        "story": _texts(seen + rest),
+        "answer": answer.get("result", answer.get("error")),
+        "next": _texts(after),
+        "next_answer": next_answer.get("result"),
+        "status": status,
+    }
+
+
+def test_matrix_self_cancelling_agent_closes_its_stream_and_the_next_turn_is_clean_over_a_pipe() -> None:
+    """On compat the runtime used to cancel the prompt's task too: the agent's own cancel then
+    landed a second ``CancelledError`` in its cleanup, the stream stayed open, the answer was
+    compat's bare ``cancelled`` and the next turn began with the story's queued words."""
+    on_sdk, on_compat = (_cancelled_then_next(r) for r in RUNTIMES)
+    assert on_sdk == {
+        "story": STORY_TURN,
+        "answer": STORY_ANSWER,
+        "next": ["hello"],
+        "next_answer": {"stopReason": "end_turn"},
+        "status": 0,
+    }
+    assert on_compat == on_sdk
+
+
+def test_matrix_max_turn_s_stops_a_self_cancelling_agent_as_its_cancel_would(run: Any) -> None:
+    """A turn past ``max_turn_s`` is cancelled as ``session/cancel`` cancels it: the agent's
+    ``cancel`` alone, so its cleanup runs whole and the next turn is clean."""
+
+    async def body() -> None:
+        h = Harness(wrap_sdk_agent(StoryAgent()), limits=Limits(max_turn_s=0.01))
+        await h.initialize()
+        sid = await h.new_session()
+        answer = await h.call("session/prompt", prompt_params(sid, "story"))
+        assert answer["result"] == STORY_ANSWER
+        assert _texts(h.messages) == STORY_TURN
+        before = len(h.messages)
+        assert (await h.call("session/prompt", prompt_params(sid, "again")))["result"] == {"stopReason": "end_turn"}
+        assert _texts(h.messages[before:]) == ["hello"]
+        await close_and_check(h)
+
+    run(body())
