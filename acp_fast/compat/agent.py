@@ -16,6 +16,7 @@ and its traceback goes to the log only.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import inspect
@@ -37,7 +38,7 @@ from ..peer.connection import IncomingRequest
 from ..wire.errors import AcpError, InternalError, InvalidParams, InvalidRequest, MethodNotFound, from_error_obj
 from ..wire.jsonrpc import Notification
 from .client import SdkClient
-from .release import NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES, UNSTABLE_ATTRS, RouteInfo
+from .release import ANSWER_TURNS, NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES, UNSTABLE_ATTRS, RouteInfo
 
 if TYPE_CHECKING:
     from ..agent.server import AgentServer
@@ -141,6 +142,30 @@ async def invoke(call: Callable[[], Awaitable[Any]], what: str) -> Any:
         raise internal_error(exc, what) from exc
 
 
+async def _invoke_then_turns(call: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """``invoke``, then the loop turns the release's runtime lets pass before it writes the answer,
+    so the tasks the handler started in its last step reach the client before the answer as they
+    would under that runtime (``release.ANSWER_TURNS``), whichever way the handler ended."""
+    try:
+        result = await invoke(call, what)
+    except AcpError:
+        await _pass_turns()
+        raise
+    await _pass_turns()
+    return result
+
+
+async def _pass_turns() -> None:
+    for _ in range(ANSWER_TURNS):
+        await asyncio.sleep(0)
+
+
+#: Runs a request's handler: ``invoke`` itself where the release writes the answer as the handler returns.
+answered: Callable[[Callable[[], Awaitable[Any]], str], Awaitable[Any]] = (
+    _invoke_then_turns if ANSWER_TURNS else invoke
+)
+
+
 def method_not_found(method: str) -> MethodNotFound:
     """-32601 as the SDK's ``RequestError.method_not_found`` words it: no method in the message, only in data."""
     return MethodNotFound(data={"method": method})
@@ -207,6 +232,7 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
     if fn is None:
         raise method_not_found(route.method)
     request = parse(route, wire)
+    run = invoke if route.notification else answered
     if legacy:
         name = getattr(fn, "__name__", route.attr)
         warnings.warn(
@@ -215,13 +241,13 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
             DeprecationWarning,
             stacklevel=2,
         )
-        result = await invoke(lambda: fn(request), route.method)
+        result = await run(lambda: fn(request), route.method)
     else:
         if route.adapt_params is not None:
             kwargs = route.adapt_params(request)
         else:
             kwargs = call_kwargs(request, _shared_fields(route))
-        result = await invoke(lambda: fn(**kwargs), route.method)
+        result = await run(lambda: fn(**kwargs), route.method)
     if route.notification:
         return None
     return dump_defaults(result) if route.normalized else dump_unset(result)
@@ -287,7 +313,7 @@ def _keeping_initialize(route: RouteInfo) -> Callable[..., Awaitable[Any]]:
 async def _ext_method(self: SdkAgent, method: str, params: dict[str, Any]) -> Any:
     fn = self.sdk_agent.ext_method
     # The SDK hands extension handlers the name without its leading underscore.
-    return dump_unset(await invoke(lambda: fn(method[1:], params), method))
+    return dump_unset(await answered(lambda: fn(method[1:], params), method))
 
 
 async def _ext_notification(self: SdkAgent, method: str, params: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ serve the same agent process (tests/sdk_matrix/turn_agents.py) and the client re
   agent's ``cancel`` and nothing else, so an agent that cancels its own prompt task gets one
   ``CancelledError``, its cleanup closes its model stream, and nothing of the cancelled turn comes
   in the next one. ``max_turn_s`` (compat's own) cancels the same way.
+- Tasks the agent starts in a handler's last step get the loop turns the release's runtime gives
+  them before it writes the answer: what they send lands on the same side of the answer.
 """
 
 from __future__ import annotations
@@ -92,3 +94,40 @@ def test_matrix_max_turn_s_stops_a_self_cancelling_agent_as_its_cancel_would(run
         await close_and_check(h)
 
     run(body())
+
+
+def _order(runtime: str, grid: list[tuple[int, int]], sessions: list[int]) -> dict[str, str]:
+    """Per case, ``UA`` when the spawned task's update came before the answer, ``AU`` after it."""
+    seen: dict[str, str] = {}
+    with _process(runtime, "spawner") as agent:
+        agent.initialize()
+        sid = agent.new_session()
+        for spawn_turns, own_turns in grid:
+            rid = agent.request("session/prompt", prompt_params(sid, f"{spawn_turns} {own_turns}"))
+            seen[f"prompt {spawn_turns} {own_turns}"] = _two(agent, rid)
+        for spawn_turns in sessions:
+            rid = agent.request("session/new", {"cwd": "/tmp", "mcpServers": [], "_meta": {"spawnTurns": spawn_turns}})
+            seen[f"session/new {spawn_turns}"] = _two(agent, rid)
+        agent.close_stdin()
+        assert agent.wait() == 0
+    return seen
+
+
+def _two(agent: AgentProcess, rid: str) -> str:
+    order = ""
+    while len(order) < 2:
+        msg = agent.next()
+        if _text(msg) == "spawned":
+            order += "U"
+        elif isinstance(msg, dict) and msg.get("id") == rid and "method" not in msg:
+            order += "A"
+    return order
+
+
+def test_matrix_tasks_started_in_a_handlers_last_step_land_beside_its_answer_as_on_the_releases_runtime() -> None:
+    """1.x answers from a second task that waits for the handler's: tasks the handler started get
+    two more loop turns before the answer; before 1.0, none. Compat gave none on every release."""
+    grid = [(spawn, own) for own in range(3) for spawn in range(5)]
+    on_sdk, on_compat = (_order(r, grid, [0, 1, 2, 3]) for r in RUNTIMES)
+    assert "UA" in on_sdk.values() and "AU" in on_sdk.values()  # the grid crosses the boundary
+    assert on_compat == on_sdk
