@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,12 @@ from tests.real_agents.transcript import diff
 REQUIRED = os.environ.get("ACP_FAST_REAL_AGENTS_REQUIRED") == "1"
 
 
-def _texts(result: dict[str, Any], process: int) -> list[str]:
+STORY_WORDS = re.compile(r"\bw\d+\b")
+
+
+def _texts(result: dict[str, Any], process: int, start: int = 0) -> list[str]:
     out = []
-    for direction, msg in result["processes"][process]:
+    for direction, msg in result["processes"][process][start:]:
         if direction == "in" and msg.get("method") == "session/update":
             update = msg["params"]["update"]
             if update.get("sessionUpdate") == "agent_message_chunk":
@@ -46,11 +50,16 @@ def _check_run(agent: RealAgent, result: dict[str, Any]) -> None:
     assert steps["write"]["stopReason"] == "end_turn"
     assert steps["written"] == agent.tool_args(Path(result["project"]))[agent.content_key]
     assert steps["long"]["stopReason"] == "cancelled"
+    assert steps["story"]["stopReason"] == "cancelled"
+    assert steps["after_story"]["stopReason"] == "end_turn"
+    after = _texts(result, 0, steps["after_story_from"])
+    assert not [t for t in after if STORY_WORDS.search(t)], f"the cancelled story went on in the next turn: {after}"
     calls = result["model_calls"]
-    assert [c["kind"] for c in calls if "kind" in c] == ["hello", "tool_call", "tool_done", "long"] + (
-        ["hello"] if "again" in steps else [])
+    kinds = ["hello", "tool_call", "tool_done", "long", "story", "hello"] + (["hello"] if "again" in steps else [])
+    assert [c["kind"] for c in calls if "kind" in c] == kinds
     assert not [c for c in calls if c.get("unexpected")], calls
     assert {"event": "long stream: the agent hung up"} in calls, "the cancelled turn did not stop the model stream"
+    assert {"event": "story stream: the agent hung up"} in calls, "the cancelled story did not stop the model stream"
 
 
 def _keep(agent: RealAgent, runtime: str, result: dict[str, Any]) -> None:
