@@ -62,6 +62,31 @@ def _check_run(agent: RealAgent, result: dict[str, Any]) -> None:
     assert {"event": "story stream: the agent hung up"} in calls, "the cancelled story did not stop the model stream"
 
 
+def usage_before_answers(result: dict[str, Any]) -> list[bool]:
+    """Per prompt answered ``end_turn``: whether a ``usage_update`` came after the turn's last
+    message chunk and before its answer (the agent sends it from a task it starts as the turn
+    ends; the transcript diff compares ``usage_update`` by its last value only)."""
+    seen: list[bool] = []
+    for log in result["processes"]:
+        prompts: set[Any] = set()
+        usage_last = False
+        for direction, msg in log:
+            if direction == "out" and msg.get("method") == "session/prompt":
+                prompts.add(msg["id"])
+                usage_last = False
+            elif direction == "in" and msg.get("method") == "session/update":
+                kind = msg["params"]["update"].get("sessionUpdate")
+                if kind == "usage_update":
+                    usage_last = True
+                elif kind == "agent_message_chunk":
+                    usage_last = False
+            elif direction == "in" and "method" not in msg and msg.get("id") in prompts:
+                prompts.discard(msg["id"])
+                if (msg.get("result") or {}).get("stopReason") == "end_turn":
+                    seen.append(usage_last)
+    return seen
+
+
 def _keep(agent: RealAgent, runtime: str, result: dict[str, Any]) -> None:
     out = os.environ.get("ACP_FAST_REAL_AGENTS_OUT")
     if out:
@@ -84,3 +109,4 @@ def test_real_agent_same_transcript_on_sdk_and_compat(agent: RealAgent, tmp_path
         results[runtime] = result
     differences = diff(results["sdk"], results["compat"], agent.detached_updates)
     assert differences == [], "\n".join(differences)
+    assert usage_before_answers(results["compat"]) == usage_before_answers(results["sdk"])
