@@ -121,10 +121,10 @@ class Job:
         one started, which must run to its end (R13); shutdown's grace and
         abort handle a job that never finishes (R14). The exception: a first
         cancel whose reason is left to the agent leaves the task alone, and
-        the next cancel cancels it (``cancel_task``).
+        the next cancel for a reason that is not cancels it (``cancel_task``).
         """
         if not self.token.cancel(reason):
-            if self.deferred:
+            if self.deferred and reason not in self.pool.left_to_agent:
                 self.cancel_task(reason)
             return
         self.request.cancel_received()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from acp_fast.compat import wrap_sdk_agent
 from acp_fast.wire.limits import Limits
 from tests.helpers import AgentProcess, Harness, close_and_check, prompt_params
@@ -40,7 +42,7 @@ def _texts(msgs: list[Any]) -> list[str]:
     return [t for t in map(_text, msgs) if t is not None]
 
 
-def _cancelled_then_next(runtime: str) -> dict[str, Any]:
+def _cancelled_then_next(runtime: str, cancels: int) -> dict[str, Any]:
     with _process(runtime, "story") as agent:
         agent.initialize()
         sid = agent.new_session()
@@ -48,7 +50,8 @@ def _cancelled_then_next(runtime: str) -> dict[str, Any]:
         seen: list[Any] = []
         while len(_texts(seen)) < STORY_SEEN:
             seen.append(agent.next())
-        agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+        for _ in range(cancels):  # a user who presses stop twice sends two
+            agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
         rest, answer = agent.until_response(story)
         after, next_answer = agent.until_response(agent.request("session/prompt", prompt_params(sid, "again")))
         agent.close_stdin()
@@ -62,11 +65,13 @@ def _cancelled_then_next(runtime: str) -> dict[str, Any]:
     }
 
 
-def test_matrix_self_cancelling_agent_closes_its_stream_and_the_next_turn_is_clean_over_a_pipe() -> None:
+@pytest.mark.parametrize("cancels", [1, 2])
+def test_matrix_self_cancelling_agent_closes_its_stream_and_the_next_turn_is_clean_over_a_pipe(cancels: int) -> None:
     """On compat the runtime used to cancel the prompt's task too: the agent's own cancel then
     landed a second ``CancelledError`` in its cleanup, the stream stayed open, the answer was
-    compat's bare ``cancelled`` and the next turn began with the story's queued words."""
-    on_sdk, on_compat = (_cancelled_then_next(r) for r in RUNTIMES)
+    compat's bare ``cancelled`` and the next turn began with the story's queued words. A second
+    ``session/cancel`` calls the agent's ``cancel`` again, and still leaves the task to it."""
+    on_sdk, on_compat = (_cancelled_then_next(r, cancels) for r in RUNTIMES)
     assert on_sdk == {
         "story": STORY_TURN,
         "answer": STORY_ANSWER,
