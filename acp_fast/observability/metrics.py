@@ -160,19 +160,20 @@ class Recorder:
 class RequestTimer(Instrument):
     """The metrics' instrument on one connection: each answer is one call into the compiled timings.
 
-    ``Timings.since`` reads the clock, adds one to the method's bucket and
-    returns True only for a prompt, whose stop reason is then recorded from
-    Python; errors, cancels and bad lines are rarer and go to the recorder.
+    ``Timings.since`` is its ``timer``: it reads the clock, adds one to the
+    method's bucket and returns True only for a prompt, whose stop reason is
+    then recorded from Python (``answered``); other cancelled requests are
+    answered -32800, through ``failed``. Errors, cancels and bad lines are
+    rarer and go to the recorder.
     """
 
     def __init__(self, recorder: Recorder) -> None:
-        super().__init__(now)
+        super().__init__(now, timer=recorder.timings.since)
         self.recorder = recorder
-        self.since = recorder.timings.since
 
     def answered(self, req: Watched, result: Any) -> None:
-        if self.since(req.method, req.arrived):  # other cancelled requests are answered -32800: failed()
-            self.recorder.answered(req, result, self.recorder.timings.last)
+        """A prompt's result (the timer asks for no other): its stop reason and cancel latency."""
+        self.recorder.answered(req, result, self.recorder.timings.last)
 
     def failed(self, req: Watched, exc: BaseException) -> None:
         self.recorder.failed(req, exc)

@@ -82,10 +82,8 @@ class Tracing:
 class ConnectionTracer(Instrument):
     """The tracing instrument of one connection: a server span from each request's arrival to its answer."""
 
-    sees_arrivals = True
-
     def __init__(self, tracer: Tracer, transport: str) -> None:
-        super().__init__()
+        super().__init__(sees_arrivals=True)
         self.tracer = tracer
         self.transport = transport
         self.network = _NETWORK.get(transport, "tcp")

@@ -98,7 +98,14 @@ _PARKED, _BATCH, _STRAY = DispatchState.PARKED, DispatchState.BATCH, DispatchSta
 _E = DispatchEvent
 
 class Connection(DispatchLoop):
-    """A JSON-RPC peer over one line transport, agent or client side alike."""
+    """A JSON-RPC peer over one line transport, agent or client side alike.
+
+    No ``__slots__``: measured, they saved next to nothing per request, and the
+    ``--validate`` mode wraps ``feed_line`` on the live connection. The
+    attributes stay within CPython's shared-keys budget instead (a test
+    guards it): new per-connection state goes on an object one attribute
+    holds, as the instrument's does.
+    """
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ from ..wire.routes import ERROR
 from . import inline
 from .dispatch_state import DispatchEvent, DispatchState, InputEvent, InputState, State, dispatch_next, input_next
 from .flow import ReadControl
-from .incoming import BadLine, IncomingRequest, InstrumentedRequest
+from .incoming import AnnouncedRequest, BadLine, IncomingRequest, InstrumentedRequest
 from .instrument import Instrument
 from .pending import PendingRequest
 from .writer import Writer
@@ -175,7 +175,11 @@ class DispatchLoop:
         in_flight = self._incoming
         handlers = self._request_handlers
         resume_at = self.limits.max_inbox // 2
-        make_request = IncomingRequest if self.instrument is None else InstrumentedRequest
+        instrument = self.instrument
+        if instrument is None:
+            make_request: type[IncomingRequest] = IncomingRequest
+        else:
+            make_request = AnnouncedRequest if instrument.sees_arrivals else InstrumentedRequest
         while inbox:
             if writer.paused and self.input_state is not _ENDED:
                 await self._hold_for_output()

@@ -32,12 +32,7 @@ class Owner(Protocol):
 class IncomingRequest:
     """A request from the peer; answer it exactly once with respond/respond_error."""
 
-    __slots__ = ("_conn", "answered", "arrived", "cancelled_at", "id", "method", "params")
-
-    #: Set only on an ``InstrumentedRequest``: when the read that delivered it was framed.
-    arrived: float
-    #: Set only on an ``InstrumentedRequest``: when its first cancel arrived, 0.0 until then.
-    cancelled_at: float
+    __slots__ = ("_conn", "answered", "id", "method", "params")
 
     def __init__(self, conn: Owner, id: str | int, method: str, params: Any) -> None:
         self._conn = conn
@@ -64,9 +59,11 @@ class IncomingRequest:
         if writer.routed:
             writer.route(ANSWER, self.id, None)
         writer.write(data)
-        instrument = conn.instrument
-        if instrument is not None:
-            instrument.answered(self, result)
+        if conn.instrument is not None:  # then this is an InstrumentedRequest
+            instrument = conn.instrument
+            timer = instrument.timer
+            if timer is None or timer(self.method, self.arrived):  # type: ignore[attr-defined]
+                instrument.answered(self, result)  # type: ignore[arg-type]
 
     def respond_error(self, exc: BaseException) -> None:
         error = from_exception(exc)
@@ -80,9 +77,8 @@ class IncomingRequest:
             if writer.routed:
                 writer.route(ERROR, self.id, None)
             writer.write(data)
-            instrument = self._conn.instrument
-            if instrument is not None:
-                instrument.failed(self, exc)
+            if self._conn.instrument is not None:
+                self._conn.instrument.failed(self, exc)  # type: ignore[arg-type]
 
     def cancel_received(self) -> None:
         """A cancel of this request's job arrived (an ``InstrumentedRequest`` tells its instrument)."""
@@ -111,7 +107,7 @@ class IncomingRequest:
 class InstrumentedRequest(IncomingRequest):
     """An incoming request on a watched connection: it knows when it arrived and when its first cancel came."""
 
-    __slots__ = ()
+    __slots__ = ("arrived", "cancelled_at")
 
     def __init__(self, conn: Owner, id: str | int, method: str, params: Any) -> None:
         self._conn = conn  # IncomingRequest.__init__, inline: one frame less per request
@@ -120,16 +116,23 @@ class InstrumentedRequest(IncomingRequest):
         self.params = params
         self.answered = False
         self.cancelled_at = 0.0
-        instrument: Instrument = conn.instrument  # type: ignore[assignment]  # the connection checked it
-        self.arrived = instrument.at
-        if instrument.sees_arrivals:
-            instrument.request_in(self)
+        self.arrived = conn.instrument.at  # type: ignore[union-attr]  # the connection checked it
 
     def cancel_received(self) -> None:
         instrument: Instrument = self._conn.instrument  # type: ignore[assignment]
         if not self.cancelled_at:
             self.cancelled_at = instrument.clock()
         instrument.cancelled(self)
+
+
+class AnnouncedRequest(InstrumentedRequest):
+    """An instrumented request whose arrival is also told to the instrument (``sees_arrivals``: tracing)."""
+
+    __slots__ = ()
+
+    def __init__(self, conn: Owner, id: str | int, method: str, params: Any) -> None:
+        InstrumentedRequest.__init__(self, conn, id, method, params)
+        conn.instrument.request_in(self)  # type: ignore[union-attr]
 
 
 class BadLine:
@@ -158,4 +161,4 @@ def unencodable(method: str, what: str, exc: TypeError) -> InternalError:
     return err
 
 
-__all__ = ["BadLine", "IncomingRequest", "InstrumentedRequest", "Owner"]
+__all__ = ["AnnouncedRequest", "BadLine", "IncomingRequest", "InstrumentedRequest", "Owner"]

@@ -13,7 +13,10 @@ events happen, never by replacing a method on a live object:
 - a request came in: ``request_in(req)``, only when ``sees_arrivals`` (tracing
   opens a span; metrics need no call, the arrival time is on the request);
 - its answer was written: ``answered(req, result)``, or ``failed(req, exc)``
-  for an error answer (a refusal is a ``ServerBusy`` with its typed ``reason``);
+  for an error answer (a refusal is a ``ServerBusy`` with its typed ``reason``).
+  An instrument with a ``timer`` has each result's ``(method, arrived)`` given
+  to it first, and ``answered`` called only when it returns True: the metrics'
+  compiled timer records an answer with no Python call on the way;
 - the first cancel of its job arrived: ``cancelled(req)`` (and after it, every
   further one);
 - a bad line was answered: ``bad_line(code)``;
@@ -34,6 +37,8 @@ from typing import Any, Protocol
 
 #: An agent's ``prompt``: keyword arguments in, the turn's result out.
 Prompt = Callable[..., Awaitable[Any]]
+#: ``Instrument.timer``: ``(method, arrived)`` of an answered request in, whether to call ``answered`` out.
+Timer = Callable[[str, float], bool]
 
 
 class Watched(Protocol):
@@ -57,20 +62,29 @@ class Holder(Protocol):
 class Instrument:
     """Watches one connection. Every hook does nothing here: an instrument overrides the ones it needs."""
 
-    #: Whether ``request_in`` is to be called for each request (a call per request saved when not).
-    sees_arrivals = False
-
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.perf_counter,
+        sees_arrivals: bool = False,
+        timer: Timer | None = None,
+    ) -> None:
         #: The clock of ``at`` and of ``Watched.cancelled_at``; one per process for every start and end.
         self.clock = clock
         #: When the connection's latest read was framed.
         self.at = clock()
+        #: Whether ``request_in`` is called for each request (a call per request saved when not). An
+        #: instance attribute, not a class one: read per request, it is found without a class lookup.
+        self.sees_arrivals = sees_arrivals
+        #: Called with each result's ``(method, arrived)`` instead of ``answered``, which follows only
+        #: when it returns True. A compiled one (the metrics' ``Timings.since``) records an answer
+        #: without a Python call; None: every result goes to ``answered``.
+        self.timer = timer
 
     def request_in(self, req: Watched) -> None:
         """A request came in (its ``arrived`` is set); called only when ``sees_arrivals``."""
 
     def answered(self, req: Watched, result: Any) -> None:
-        """Its result was written."""
+        """Its result was written (and ``timer``, if there is one, asked for this call)."""
 
     def failed(self, req: Watched, exc: BaseException) -> None:
         """Its error answer was written; ``exc`` is what was answered (``from_exception`` gives the code)."""
@@ -94,10 +108,10 @@ class Chain(Instrument):
     """Two instruments on one connection (metrics, then tracing): each hook calls both, in that order."""
 
     def __init__(self, first: Instrument, second: Instrument) -> None:
-        super().__init__(first.clock)
+        super().__init__(first.clock, first.sees_arrivals or second.sees_arrivals)
         self.first = first
         self.second = second
-        self.sees_arrivals = first.sees_arrivals or second.sees_arrivals
+        self.both = (first, second)
 
     def request_in(self, req: Watched) -> None:
         if self.first.sees_arrivals:
@@ -106,8 +120,10 @@ class Chain(Instrument):
             self.second.request_in(req)
 
     def answered(self, req: Watched, result: Any) -> None:
-        self.first.answered(req, result)
-        self.second.answered(req, result)
+        for each in self.both:
+            timer = each.timer
+            if timer is None or timer(req.method, req.arrived):
+                each.answered(req, result)
 
     def failed(self, req: Watched, exc: BaseException) -> None:
         self.first.failed(req, exc)
@@ -141,4 +157,4 @@ def run_turn(instrument: Instrument | None, prompt: Prompt, kwargs: dict[str, An
     return instrument.turn(prompt)(**kwargs)
 
 
-__all__ = ["Chain", "Holder", "Instrument", "Prompt", "Watched", "attach", "run_turn"]
+__all__ = ["Chain", "Holder", "Instrument", "Prompt", "Timer", "Watched", "attach", "run_turn"]
