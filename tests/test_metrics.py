@@ -271,7 +271,7 @@ def test_a_request_is_timed_from_its_read_so_a_wait_behind_another_counts(run: A
         c, sid = await _session(host)
         assert host.metrics is not None
         (server,) = host.metrics.servers.values()
-        stamp = server.conn.meter
+        stamp = server.conn.instrument
         assert stamp is not None
         a = await c.request_nowait("session/set_mode", {"sessionId": sid, "modeId": "hold"})
         await entered.wait()

@@ -400,7 +400,7 @@ def test_connection_attributes_stay_within_the_shared_keys_budget() -> None:
     Every message reads a dozen of them. Measured on CPython 3.11 (valgrind, PYTHONHASHSEED=0,
     benchmarks/per_request.py): a 30th attribute, any one, cost about +380 instructions per
     pipelined request, metrics on or off. New per-connection state belongs on an object one
-    attribute holds (as the metrics' ``Meter`` does), not in another attribute here.
+    attribute holds (as the instrument, peer/instrument.py, does), not in another attribute here.
     """
     from acp_fast.peer.connection import Connection
     from acp_fast.peer.writer import Writer

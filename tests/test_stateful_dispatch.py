@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from acp_fast.agent.base import Agent, current_turn
-from acp_fast.peer.connection import (
+from acp_fast.peer.dispatch_state import (
     DISPATCH_TRANSITIONS,
     INPUT_TRANSITIONS,
     DispatchEvent,
@@ -42,8 +42,8 @@ from acp_fast.peer.connection import (
     DispatchStateError,
     InputEvent,
     InputState,
-    _dispatch_next,
-    _input_next,
+    dispatch_next,
+    input_next,
 )
 from acp_fast.wire.limits import Limits
 from tests.helpers import Harness, prompt_params
@@ -492,15 +492,15 @@ def test_every_dispatch_state_has_a_row_and_an_illegal_change_raises() -> None:
     assert set(DISPATCH_TRANSITIONS) == set(DispatchState) and set(INPUT_TRANSITIONS) == set(InputState)
     for state, events in DISPATCH_TRANSITIONS.items():
         assert (DispatchEvent.END in events) == (state is not DispatchState.DONE), state
-    assert _dispatch_next(DispatchState.PARKED, DispatchEvent.INLINE) is DispatchState.INLINE
+    assert dispatch_next(DispatchState.PARKED, DispatchEvent.INLINE) is DispatchState.INLINE
     with pytest.raises(DispatchStateError, match="WAKE in INLINE"):
-        _dispatch_next(DispatchState.INLINE, DispatchEvent.WAKE)  # the task cannot run inside a read callback
+        dispatch_next(DispatchState.INLINE, DispatchEvent.WAKE)  # the task cannot run inside a read callback
     with pytest.raises(DispatchStateError, match="QUEUE in RUNNING"):
-        _dispatch_next(DispatchState.RUNNING, DispatchEvent.QUEUE)
+        dispatch_next(DispatchState.RUNNING, DispatchEvent.QUEUE)
     with pytest.raises(DispatchStateError):
-        _dispatch_next(DispatchState.DONE, DispatchEvent.END)
+        dispatch_next(DispatchState.DONE, DispatchEvent.END)
     with pytest.raises(DispatchStateError, match="RESUME in ENDED"):
-        _input_next(InputState.ENDED, InputEvent.RESUME)
+        input_next(InputState.ENDED, InputEvent.RESUME)
     reachable = {DispatchState.RUNNING}
     for _ in DispatchState:  # every state is reachable from the initial one
         reachable |= {new for state in reachable for new in DISPATCH_TRANSITIONS[state].values()}

@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
+from ..wire import extensions
 from ..wire.errors import InvalidParams
 
 log = logging.getLogger(__name__)
@@ -244,13 +245,10 @@ def add_undeclared(params: dict[str, Any], steps: tuple[_Step, ...], kwargs: dic
 #: (tests/test_methods_params.py holds them to it).
 _walk: Callable[[dict[str, Any], tuple[_Step, ...], Undeclared], dict[str, Any] | int] = _walk_fields
 WALK_IMPLEMENTATION = "python"
-if os.environ.get("ACP_FAST_NO_EXTENSIONS") != "1":
-    try:
-        from ..wire._decode import walk_fields as _walk
-    except ImportError:
-        pass
-    else:
-        WALK_IMPLEMENTATION = "c"
+_compiled_walk = extensions.load("acp_fast.wire._decode")
+if _compiled_walk is not None:
+    _walk = _compiled_walk.walk_fields
+    WALK_IMPLEMENTATION = "c"
 
 
 _C, _B = Lane.CONTROL, Lane.BACKGROUND

@@ -211,6 +211,11 @@ class BackgroundPool:
     def in_flight(self) -> int:
         return len(self._jobs)
 
+    @property
+    def orphan_count(self) -> int:
+        """Turns answered for after ``cancel_grace_s`` whose body still runs (R30)."""
+        return len(self._orphans)
+
     def get(self, request_id: str | int) -> Job | None:
         return self._jobs.get(request_id)
 
@@ -229,6 +234,7 @@ class BackgroundPool:
                 f"server busy: {len(self._jobs)} background requests in flight "
                 f"(limit {self.capacity}); retry when one finishes",
                 {"limit": self.capacity, "inFlight": len(self._jobs)},
+                reason="pool_full",
             )
         job = Job(self, request, session)
         self._jobs[request.id] = job

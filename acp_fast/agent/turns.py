@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from ..peer.instrument import run_turn
 from .context import Turn, context_var, turn_var
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def enter_prompt(agent: Agent, job: Job, kwargs: Kwargs, snapshot: Context) -> A
     assert job.session is not None
     turn_var.set(Turn(job.session, job.token, job.request.id, snapshot))
     context_var.set(snapshot)
-    return agent.prompt(**kwargs)
+    return run_turn(job.request.instrument, agent.prompt, kwargs)  # an instrument sees the turn
 
 
 async def run_prompt(agent: Agent, job: Job, kwargs: Kwargs | None, snapshot: Context, turn_end_hook: bool) -> Any:
@@ -65,7 +66,7 @@ async def run_prompt(agent: Agent, job: Job, kwargs: Kwargs | None, snapshot: Co
         if kwargs is None:
             outcome = "cancelled"
             return None
-        value = await agent.prompt(**kwargs)
+        value = await run_turn(job.request.instrument, agent.prompt, kwargs)
         outcome = "cancelled" if job.token.cancelled else stop_reason(value).get("stopReason", "end_turn")
         return value
     except asyncio.CancelledError:

@@ -40,6 +40,7 @@ class ProcessBudget:
                 f"server busy: {self.sessions + self.detached} sessions open or parked in this process "
                 f"(limit {self.limits.max_sessions_total}); retry later",
                 {"limit": self.limits.max_sessions_total},
+                reason="process_sessions",
             )
 
     def check_prompt(self) -> None:
@@ -49,6 +50,7 @@ class ProcessBudget:
                 f"server busy: {self.running_prompts} prompts running in this process "
                 f"(limit {self.limits.max_running_prompts}); retry when one finishes",
                 {"limit": self.limits.max_running_prompts},
+                reason="process_prompts",
             )
 
     def prompt_started(self) -> None:

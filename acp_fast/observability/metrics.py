@@ -2,9 +2,9 @@
 
 Why not ``prometheus_client.Histogram.observe`` per request: each call takes a
 lock and walks label dictionaries, a cost paid per message whether anyone
-scrapes or not. Here a request made through the recorder's request type (the
-connection's ``request_type`` while metrics are on) reads the clock when it is
-made, and its answer goes to :class:`~.timing.Timings` (compiled, see
+scrapes or not. Here the connection's instrument (:class:`RequestTimer`, the
+peer layer's one seam, ``peer/instrument.py``) stamps each read with the
+clock, and each answer goes to :class:`~.timing.Timings` (compiled, see
 ``_timing.pyx``), which reads the clock again and adds one to a bucket; the
 rarer outcomes (errors, prompts, cancels) go to plain :class:`~.timing.Histogram`
 objects from Python. :class:`AcpCollector` turns those, and the counts the
@@ -34,12 +34,11 @@ from prometheus_client.registry import Collector
 
 from ..agent.methods import AGENT_METHODS
 from ..agent.server import AgentServer
-from ..peer.connection import Connection, IncomingRequest, Meter
+from ..peer.connection import Connection
+from ..peer.instrument import Instrument, Watched, attach
 from ..transports.client_faults import ClientFaults
-from ..wire import jsonrpc
 from ..wire.errors import PromptInProgress, ServerBusy, from_exception
 from ..wire.limits import Limits
-from ..wire.routes import ANSWER
 from .timing import Histogram, Timings, now
 
 log = logging.getLogger(__name__)
@@ -94,16 +93,9 @@ def busy_reason(exc: BaseException) -> str | None:
     """Why a -32000 refusal was given, for ``acp_requests_refused_total``; None when it is no refusal."""
     if isinstance(exc, PromptInProgress):
         return "session_busy"
-    if not isinstance(exc, ServerBusy):
-        return None
-    text = str(exc)
-    if "prompts running in this process" in text:
-        return "process_prompts"
-    if "sessions open or parked" in text:
-        return "process_sessions"
-    if "background requests" in text:
-        return "pool_full"
-    return "other"
+    if isinstance(exc, ServerBusy):
+        return exc.reason
+    return None
 
 
 class Recorder:
@@ -119,34 +111,32 @@ class Recorder:
         self.ws_closes: dict[int, int] = {}
         self.loop_lag = Histogram(LAG_BUCKETS)
         self.loop_lag_last = 0.0
-        #: The class the connections make incoming requests with while this recorder is in use.
-        self.request_type = _timed_request_type(self)
 
     def requests(self) -> list[tuple[tuple[str, str], Histogram]]:
         """Every request histogram by ``(method label, outcome)``, outcome ``ok`` or an error code label."""
         pairs = [((label, "ok"), h) for label, h in self.timings.histograms()]
         return sorted(pairs + list(self.errors.items()), key=lambda kv: kv[0])
 
-    def answered(self, req: TimedRequest, result: Any, seconds: float) -> None:
+    def answered(self, req: Watched, result: Any, seconds: float) -> None:
         """A prompt's answer: its stop reason, and its cancel's latency (its duration is recorded)."""
         reason = result.get("stopReason") if type(result) is dict else None
         self._prompt(reason if reason in STOP_REASONS else "other", seconds)
         if req.cancelled_at:
             self.cancel_latency.observe(now() - req.cancelled_at)
 
-    def failed(self, req: TimedRequest, exc: BaseException) -> None:
+    def failed(self, req: Watched, exc: BaseException) -> None:
         end = now()
         code = from_exception(exc).code
         key = (method_label(req.method), code_label(code))
         h = self.errors.get(key)
         if h is None:
             h = self.errors[key] = Histogram(REQUEST_BUCKETS)
-        h.observe(end - req.started)
+        h.observe(end - req.arrived)
         reason = busy_reason(exc)
         if reason is not None:
             self.refused[reason] = self.refused.get(reason, 0) + 1
         if req.method == "session/prompt" and reason is None:
-            self._prompt("error", end - req.started)
+            self._prompt("error", end - req.arrived)
         if req.cancelled_at:
             self.cancel_latency.observe(end - req.cancelled_at)
 
@@ -163,76 +153,33 @@ class Recorder:
         self.ws_closes[code] = self.ws_closes.get(code, 0) + 1
 
     def instrument(self, conn: Connection) -> None:
-        """Make ``conn``'s incoming requests timed and its bad lines counted (before it reads anything)."""
-        conn.request_type = self.request_type
-        conn.meter = Meter(now, self.bad_line)
+        """Time ``conn``'s answers and count its bad lines (before it reads anything)."""
+        attach(conn, RequestTimer(self))
 
 
-class TimedRequest(IncomingRequest):
-    """An incoming request that knows when it arrived and when its first cancel came.
+class RequestTimer(Instrument):
+    """The metrics' instrument on one connection: each answer is one call into the compiled timings.
 
-    Recording its answer is the subclass's (:func:`_timed_request_type`), which
-    holds its recorder in closure cells: one per-message cost less than an
-    attribute looked up through the class.
+    ``Timings.since`` is its ``timer``: it reads the clock, adds one to the
+    method's bucket and returns True only for a prompt, whose stop reason is
+    then recorded from Python (``answered``); other cancelled requests are
+    answered -32800, through ``failed``. Errors, cancels and bad lines are
+    rarer and go to the recorder.
     """
 
-    __slots__ = ("cancelled_at", "started")
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__(now, timer=recorder.timings.since)
+        self.recorder = recorder
 
-    def __init__(self, conn: Connection, id: str | int, method: str, params: Any) -> None:
-        self._conn = conn  # IncomingRequest.__init__, inline: one frame less per request
-        self.id = id
-        self.method = method
-        self.params = params
-        self.answered = False
-        self.cancelled_at = 0.0
-        self.started = conn.meter.at  # type: ignore[union-attr]  # Recorder.instrument set it
+    def answered(self, req: Watched, result: Any) -> None:
+        """A prompt's result (the timer asks for no other): its stop reason and cancel latency."""
+        self.recorder.answered(req, result, self.recorder.timings.last)
 
-    def cancel_received(self) -> None:
-        if not self.cancelled_at:
-            self.cancelled_at = now()
+    def failed(self, req: Watched, exc: BaseException) -> None:
+        self.recorder.failed(req, exc)
 
-
-def _timed_request_type(recorder: Recorder) -> type[TimedRequest]:
-    """The request type of ``recorder``'s connections (written for the per-message cost, issue 24).
-
-    Per answer: ``IncomingRequest.respond``'s write inline, then one call into
-    the compiled timings, which returns True only for a prompt.
-    """
-    since = recorder.timings.since
-    timings = recorder.timings
-
-    class BoundTimedRequest(TimedRequest):
-        __slots__ = ()
-
-        def respond(self, result: Any) -> None:
-            if self.answered:  # the base class logs and drops a second answer
-                IncomingRequest.respond(self, result)
-                return
-            try:
-                data = _encode_result(self.id, result)
-            except TypeError:  # the base class logs it and answers -32603 through respond_error
-                IncomingRequest.respond(self, result)
-                return
-            self.answered = True
-            conn = self._conn
-            conn._incoming.pop(self.id, None)
-            writer = conn.writer
-            if writer.routed:  # Streamable HTTP: the answer's route goes with it (wire/routes.py)
-                writer.route(ANSWER, self.id, None)
-            writer.write(data)
-            if since(self.method, self.started):  # other cancelled requests are answered -32800: respond_error
-                recorder.answered(self, result, timings.last)
-
-        def respond_error(self, exc: BaseException) -> None:
-            was = self.answered
-            IncomingRequest.respond_error(self, exc)
-            if not was:
-                recorder.failed(self, exc)
-
-    return BoundTimedRequest
-
-
-_encode_result = jsonrpc.encode_result
+    def bad_line(self, code: int) -> None:
+        self.recorder.bad_line(code)
 
 
 class HostView(Protocol):
@@ -456,14 +403,14 @@ class AcpCollector(Collector):
         m = self.metrics
         servers = list(m.servers.items())
         slots = sum(server.pool.in_flight for _peer, server in servers)
-        spawned = sum(len(server.conn._spawned) for _peer, server in servers)
+        spawned = sum(server.conn.counts["spawned"] for _peer, server in servers)
         peers: list[_Attached] = [peer for peer, _server in servers if hasattr(peer, "buffered_output")]
         yield GaugeMetricFamily("acp_pool_slots_in_use", "Background pool slots held (prompts and mcp/*)", slots)
         yield GaugeMetricFamily("acp_spawned_tasks", "Tasks spawned by connections, alive", spawned)
         yield GaugeMetricFamily(
             "acp_orphaned_turns",
             "Cancelled turns the watchdog answered for after cancel_grace_s whose body still runs (R30)",
-            sum(len(server.pool._orphans) for _peer, server in servers),
+            sum(server.pool.orphan_count for _peer, server in servers),
         )
         yield GaugeMetricFamily(
             "acp_output_buffered_bytes", "Output bytes queued for clients", sum(p.buffered_output for p in peers)
@@ -508,4 +455,4 @@ class AcpCollector(Collector):
         )
 
 
-__all__ = ["AcpCollector", "Metrics", "Recorder", "TimedRequest", "buckets", "busy_reason", "method_label"]
+__all__ = ["AcpCollector", "Metrics", "Recorder", "RequestTimer", "buckets", "busy_reason", "method_label"]

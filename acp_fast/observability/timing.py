@@ -10,8 +10,9 @@ so every start and end is read from the same clock.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
+
+from ..wire import extensions
 
 if TYPE_CHECKING:
     from ._timing_py import Histogram as Histogram
@@ -19,19 +20,12 @@ if TYPE_CHECKING:
     from ._timing_py import now as now
 
     IMPLEMENTATION: str
-elif os.environ.get("ACP_FAST_NO_EXTENSIONS") == "1":
-    from ._timing_py import Histogram, Timings, now
-
-    IMPLEMENTATION = "python"
 else:
-    try:
-        from . import _timing
-
-        Histogram, Timings, now = _timing.Histogram, _timing.Timings, _timing.now
-        IMPLEMENTATION = "c"
-    except ImportError:
+    _compiled = extensions.load("acp_fast.observability._timing")
+    if _compiled is None:
         from ._timing_py import Histogram, Timings, now
-
-        IMPLEMENTATION = "python"
+    else:
+        Histogram, Timings, now = _compiled.Histogram, _compiled.Timings, _compiled.now
+    IMPLEMENTATION = extensions.implementation(_compiled)
 
 __all__ = ["IMPLEMENTATION", "Histogram", "Timings", "now"]

@@ -27,7 +27,6 @@ of ``mcp.method.name``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry import propagate, trace
@@ -35,8 +34,8 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 
 from ..agent.base import Turn, current_turn
 from ..agent.server import AgentServer
-from ..peer.connection import Connection, IncomingRequest
-from ..peer.pending import PendingRequest
+from ..peer.connection import Connection
+from ..peer.instrument import Instrument, Prompt, Watched, attach
 from ..wire.errors import from_exception
 
 #: The instrumentation scope's name.
@@ -56,23 +55,18 @@ def _meta_of(params: Any) -> dict[str, Any] | None:
 
 
 class Tracing:
-    """Instruments connections: their requests, their agent's ``prompt`` and their outgoing requests."""
+    """Watches connections: their requests, their prompt turns and their outgoing requests."""
 
     def __init__(self, tracer_provider: Any = None) -> None:
         self.tracer: Tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
-        # Each attached connection's open turn spans (request, turn), for the drain event; by connection.
-        self._open: dict[Connection, tuple[dict[str | int, Span], dict[str | int, Span]]] = {}
+        # Each attached connection's instrument, for the drain event; by connection.
+        self._open: dict[Connection, ConnectionTracer] = {}
 
     def attach(self, server: AgentServer, transport: str) -> None:
-        """Instrument one connection (before it reads): wraps what its ``request_type`` already is (metrics)."""
+        """Watch one connection (before it reads), after whatever watches it already (metrics)."""
         conn = server.conn
-        spans: dict[str | int, Span] = {}  # request spans of this connection's running turns, by request id
-        turns: dict[str | int, Span] = {}  # their turn spans
-        self._open[conn] = (spans, turns)
-        conn.request_type = _traced_type(conn.request_type, self.tracer, transport, spans, turns)
-        agent = server.agent
-        agent.prompt = _traced_prompt(agent.prompt, self.tracer, spans, turns)  # type: ignore[method-assign, assignment]
-        conn.send_request = _propagating(conn.send_request)  # type: ignore[method-assign]
+        tracer = self._open[conn] = ConnectionTracer(self.tracer, transport)
+        attach(conn, tracer)
 
     def detach(self, server: AgentServer) -> None:
         """The connection ended."""
@@ -80,87 +74,91 @@ class Tracing:
 
     def drain(self) -> None:
         """The host begins to drain (SIGTERM): a ``drain`` event on every running turn's spans."""
-        for spans, turns in self._open.values():
-            for span in (*spans.values(), *turns.values()):
+        for tracer in self._open.values():
+            for span in (*tracer.turn_requests.values(), *tracer.turns.values()):
                 span.add_event("drain")
 
 
-def _traced_type(
-    base: type[IncomingRequest],
-    tracer: Tracer,
-    transport: str,
-    spans: dict[str | int, Span],
-    turns: dict[str | int, Span],
-) -> type[IncomingRequest]:
-    """A subclass of ``base`` whose instances hold a server span from arrival to answer."""
-    network = _NETWORK.get(transport, "tcp")
+class ConnectionTracer(Instrument):
+    """The tracing instrument of one connection: a server span from each request's arrival to its answer."""
 
-    def __init__(self: Any, conn: Connection, id: str | int, method: str, params: Any) -> None:
-        base.__init__(self, conn, id, method, params)
+    def __init__(self, tracer: Tracer, transport: str) -> None:
+        super().__init__(sees_arrivals=True)
+        self.tracer = tracer
+        self.transport = transport
+        self.network = _NETWORK.get(transport, "tcp")
+        self.requests: dict[str | int, Span] = {}  # the open request spans, by request id
+        self.turn_requests: dict[str | int, Span] = {}  # those of running turns (found again inside the turn)
+        self.turns: dict[str | int, Span] = {}  # the turns' own spans, by request id
+
+    def request_in(self, req: Watched) -> None:
+        params = req.params
         meta = _meta_of(params)
         parent = propagate.extract(meta) if meta else None
         attributes: dict[str, Any] = {
-            "acp.method.name": method,
-            "jsonrpc.request.id": str(id),
-            "network.transport": network,
-            "acp.transport": transport,
+            "acp.method.name": req.method,
+            "jsonrpc.request.id": str(req.id),
+            "network.transport": self.network,
+            "acp.transport": self.transport,
         }
         if type(params) is dict and type(params.get("sessionId")) is str:
             attributes["gen_ai.conversation.id"] = params["sessionId"]
-        self.span = span = tracer.start_span(method, context=parent, kind=SpanKind.SERVER, attributes=attributes)
-        if method in _TURN_METHODS:
-            spans[id] = span
+        span = self.tracer.start_span(req.method, context=parent, kind=SpanKind.SERVER, attributes=attributes)
+        self.requests[req.id] = span
+        if req.method in _TURN_METHODS:
+            self.turn_requests[req.id] = span
 
-    def cancel_received(self: Any) -> None:
-        base.cancel_received(self)
-        self.span.add_event("cancel")
-        turn = turns.get(self.id)
+    def cancelled(self, req: Watched) -> None:
+        span = self.requests.get(req.id)
+        if span is not None:
+            span.add_event("cancel")
+        turn = self.turns.get(req.id)
         if turn is not None:
             turn.add_event("cancel")
 
-    def respond(self: Any, result: Any) -> None:
-        was = self.answered
-        base.respond(self, result)
-        if not was and self.span.is_recording() and type(result) is dict and "stopReason" in result:
-            self.span.set_attribute("gen_ai.response.finish_reasons", [str(result["stopReason"])])
-        if not was:
-            _end(self)
+    def answered(self, req: Watched, result: Any) -> None:
+        span = self._end(req)
+        if span is None:
+            return
+        if span.is_recording() and type(result) is dict and "stopReason" in result:
+            span.set_attribute("gen_ai.response.finish_reasons", [str(result["stopReason"])])
+        span.end()
 
-    def respond_error(self: Any, exc: BaseException) -> None:
-        was = self.answered
-        base.respond_error(self, exc)
-        if not was and self.span.is_recording():
+    def failed(self, req: Watched, exc: BaseException) -> None:
+        span = self._end(req)
+        if span is None:
+            return
+        if span.is_recording():
             error = from_exception(exc)
-            self.span.set_attribute("error.type", str(error.code))
-            self.span.set_attribute("rpc.response.status_code", str(error.code))
-            self.span.set_status(trace.StatusCode.ERROR, error.message)
-        if not was:
-            _end(self)
+            span.set_attribute("error.type", str(error.code))
+            span.set_attribute("rpc.response.status_code", str(error.code))
+            span.set_status(trace.StatusCode.ERROR, error.message)
+        span.end()
 
-    def _end(self: Any) -> None:
-        if spans.get(self.id) is self.span:
-            del spans[self.id]
-        self.span.end()
+    def _end(self, req: Watched) -> Span | None:
+        span = self.requests.pop(req.id, None)
+        if span is not None and self.turn_requests.get(req.id) is span:
+            del self.turn_requests[req.id]
+        return span
 
-    return type(
-        "Traced" + base.__name__,
-        (base,),
-        {
-            "__slots__": ("span",),
-            "__init__": __init__,
-            "cancel_received": cancel_received,
-            "respond": respond,
-            "respond_error": respond_error,
-        },
-    )
+    def turn(self, prompt: Prompt) -> Prompt:
+        return _traced_prompt(prompt, self.tracer, self.turn_requests, self.turns)
+
+    def outgoing(self, method: str, params: Any) -> Any:
+        """The current trace context goes in ``params._meta`` of what the agent sends the client."""
+        if trace.get_current_span().get_span_context().is_valid:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            if carrier and (params is None or type(params) is dict):
+                params = dict(params or {})
+                meta = params.get("_meta")
+                params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
+        return params
 
 
 def _traced_prompt(
-    prompt: Callable[..., Awaitable[Any]],
-    tracer: Tracer,
-    spans: dict[str | int, Span],
-    turns: dict[str | int, Span],
-) -> Callable[..., Awaitable[Any]]:
+    prompt: Prompt, tracer: Tracer, spans: dict[str | int, Span], turns: dict[str | int, Span]
+) -> Prompt:
     """The agent's ``prompt`` inside an ``invoke_agent`` span that is current while it runs."""
 
     async def traced(**kwargs: Any) -> Any:
@@ -208,20 +206,4 @@ def _traced_prompt(
     return traced
 
 
-def _propagating(send_request: Callable[[str, Any], PendingRequest]) -> Callable[..., PendingRequest]:
-    """``Connection.send_request`` that puts the current trace context in ``params._meta``."""
-
-    def send(method: str, params: Any = None) -> PendingRequest:
-        if trace.get_current_span().get_span_context().is_valid:
-            carrier: dict[str, str] = {}
-            propagate.inject(carrier)
-            if carrier and (params is None or type(params) is dict):
-                params = dict(params or {})
-                meta = params.get("_meta")
-                params["_meta"] = {**meta, **carrier} if type(meta) is dict else carrier
-        return send_request(method, params)
-
-    return send
-
-
-__all__ = ["SCOPE", "Tracing"]
+__all__ = ["SCOPE", "ConnectionTracer", "Tracing"]

@@ -9,7 +9,7 @@ registering. ``to_error_obj`` is the only place the wire form is built and
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 _BY_CODE: dict[int, type[AcpError]] = {}
 
@@ -116,10 +116,23 @@ class AuthRequired(ServerError):
     default_message = "Authentication required"
 
 
+#: Which limit refused a request (``ServerBusy.reason``): the background pool (R08), the process's
+#: running prompts or its sessions (hosting), or any other bound.
+BusyReason = Literal["pool_full", "process_prompts", "process_sessions", "other"]
+
+
 class ServerBusy(ServerError):
-    """The background pool is full (R08)."""
+    """A limit refused the request instead of queueing it (R08); ``reason`` names the limit.
+
+    The reason is typed, not read back from the message, so what counts refusals
+    (``acp_requests_refused_total``) never depends on the wording.
+    """
 
     default_message = "Server busy"
+
+    def __init__(self, message: str | None = None, data: Any = None, reason: BusyReason = "other") -> None:
+        super().__init__(message, data)
+        self.reason: BusyReason = reason
 
 
 class PromptInProgress(ServerError):
@@ -205,6 +218,7 @@ def from_exception(exc: BaseException) -> AcpError:
 __all__ = [
     "AcpError",
     "AuthRequired",
+    "BusyReason",
     "ConnectionClosed",
     "DeadlockError",
     "InternalError",

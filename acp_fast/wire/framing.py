@@ -1,7 +1,7 @@
 """Newline framing: picks the Cython framer, or its pure-Python twin.
 
 ``ACP_FAST_NO_EXTENSIONS=1`` or a failed import of the extension selects the
-pure-Python framer; ``IMPLEMENTATION`` says which one is live ("c" or "python").
+pure-Python framer (``extensions.load``); ``IMPLEMENTATION`` says which one is live ("c" or "python").
 Both have the same API and produce the same lines and events:
 
 - ``LineFramer(max_line_bytes, head_bytes).feed(data)`` returns a list of
@@ -15,33 +15,28 @@ Both have the same API and produce the same lines and events:
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
+from . import extensions
 from .frames import Oversized, Truncated
 from .limits import Limits
-
-#: Why the pure-Python framer is live although nobody asked for it (None: compiled, or asked for).
-FALLBACK_REASON: str | None = None
 
 if TYPE_CHECKING:
     from ._framing_py import LineFramer as LineFramer
 
     IMPLEMENTATION: str
-elif os.environ.get("ACP_FAST_NO_EXTENSIONS") == "1":
-    from ._framing_py import LineFramer
-
-    IMPLEMENTATION = "python"
 else:
-    try:
-        from ._framing import LineFramer
-
-        IMPLEMENTATION = "c"
-    except ImportError as exc:
+    _compiled = extensions.load("acp_fast.wire._framing")
+    if _compiled is None:
         from ._framing_py import LineFramer
+    else:
+        LineFramer = _compiled.LineFramer
+    IMPLEMENTATION = extensions.implementation(_compiled)
 
-        IMPLEMENTATION = "python"
-        FALLBACK_REASON = f"the compiled framer is not installed ({exc})"
+#: Why the pure-Python framer is live although nobody asked for it (None: compiled, or asked for).
+FALLBACK_REASON: str | None = None
+if "acp_fast.wire._framing" in extensions.MISSING:
+    FALLBACK_REASON = f"the compiled framer is not installed ({extensions.MISSING['acp_fast.wire._framing']})"
 
 Frame = bytes | memoryview | Oversized
 

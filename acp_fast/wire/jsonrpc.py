@@ -11,12 +11,12 @@ Batches (JSON arrays) are not part of ACP v1; they are refused with one
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import orjson
 
+from . import extensions
 from .errors import AcpError, InvalidRequest, ParseError
 
 JsonId: TypeAlias = "str | int | None"
@@ -187,12 +187,9 @@ def decode_py(line: bytes | bytearray | memoryview | str) -> Message:
 #: results, same errors: tests/test_decode_differential.py holds them to it.
 decode: Callable[[bytes | bytearray | memoryview | str], Message] = decode_py
 DECODE_IMPLEMENTATION = "python"
-if not TYPE_CHECKING and os.environ.get("ACP_FAST_NO_EXTENSIONS") != "1":
-    try:
-        from . import _decode
-    except ImportError:
-        pass
-    else:
+if not TYPE_CHECKING:
+    _decode = extensions.load("acp_fast.wire._decode")
+    if _decode is not None:
         _decode.bind(_LOADS, orjson.JSONDecodeError, ParseError, _classify_slow)
         Request, Notification = _decode.Request, _decode.Notification
         Message = Request | Notification | Response
