@@ -193,7 +193,7 @@ class TimedRequest(IncomingRequest):
 
 
 def _timed_request_type(recorder: Recorder) -> type[TimedRequest]:
-    """The request type of ``recorder``'s connections (written for the per-message cost, issue 24).
+    """The request type of ``recorder``'s connections (written for the per-message cost).
 
     Per answer: ``IncomingRequest.respond``'s write inline, then one call into
     the compiled timings, which returns True only for a prompt.
