@@ -114,8 +114,8 @@ def _model_option(value: str) -> dict[str, Any]:
 
 
 #: What a new, loaded or resumed session starts with; built once. The lists go out
-#: already encoded (``raw``): they never change, and encoding them was 40% of writing a
-#: session/new answer. ``currentModeId`` stays a plain value: the server reads it.
+#: already encoded (``raw``): they never change, and encoding them again was a large share of
+#: writing a session/new answer. ``currentModeId`` stays a plain value: the server reads it.
 _SESSION_STATE: dict[str, Any] = {
     "modes": {"currentModeId": "ask", "availableModes": raw(orjson.dumps(MODES))},
     "configOptions": raw(orjson.dumps([_model_option("demo-small")])),

@@ -79,7 +79,7 @@ class DispatchFaultAgent(Agent):
     async def ext_method(self, method: str, params: dict[str, Any]) -> Any:
         if method == "_bg_set":
             return {3, 4}
-        if method == "_ctx":  # R07 of the issue: one context per handler across its awaits
+        if method == "_ctx":  # one context per handler across its awaits
             before = _seen.get()
             _seen.set(str(params["v"]))
             await asyncio.sleep(0)

@@ -1,4 +1,4 @@
-"""Hosted sessions outlive a dropped socket for ``detached_session_timeout_s`` (issue 14, deliverable 2).
+"""Hosted sessions outlive a dropped socket for ``detached_session_timeout_s``.
 
 The socket's close is still EOF for its connection (R13-R15: the running
 prompt is cancelled and every slot released); only the idle sessions are

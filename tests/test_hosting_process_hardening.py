@@ -1,4 +1,4 @@
-"""Process-level hosting hardening (issue 22.6): run_host's exit status and gc, a worker stopped while starting.
+"""Process-level hosting hardening: run_host's exit status and gc, a worker stopped while starting.
 
 Each case runs in a child process (signals and ``gc.freeze`` are process-wide);
 waits are on the child's output and exit, bounded by ``communicate``'s timeout.

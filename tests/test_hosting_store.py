@@ -1,4 +1,4 @@
-"""Shared session stores (issue 25): parking that another host (process, replica) can re-attach.
+"""Shared session stores: parking that another host (process, replica) can re-attach.
 
 Two ``AcpHost``s in one process share one SQLite file or one real
 ``redis-server`` (started on loopback, skipped with a reason when absent),

@@ -1,4 +1,4 @@
-"""Shared parking proven on real processes (issue 25, item 4): replicas behind HAProxy on one Redis, workers on SQLite.
+"""Shared parking proven on real processes: replicas behind HAProxy on one Redis, workers on SQLite.
 
 * Two ``acp-fast serve --listen`` replicas behind HAProxy (cookie affinity)
   share one ``redis-server`` started here on loopback: a client runs a

@@ -1,4 +1,4 @@
-"""The HTTP/1.1 front under hostile clients (issues 22 and 27): every test over a real loopback socket.
+"""The HTTP/1.1 front under hostile clients: every test over a real loopback socket.
 
 Admission on the request head, body and head deadlines, the cap on sockets
 that serve no ACP connection, pipelining, head limits however the bytes
@@ -86,7 +86,7 @@ def get(target: str = "/healthz", *extra: str, method: str = "GET") -> bytes:
 KEEP = post(b"{}")
 
 
-# -- issue 22 item 2: admission on the head, deadlines, the unbound-socket cap, drain --
+# -- admission on the head, deadlines, the unbound-socket cap, drain --
 def test_refused_on_the_head_before_the_body_is_read(run: Any) -> None:
     """Four sockets start 32 MiB bodies against a hook that refuses everyone: each is answered 401 at once,
     the hook ran on the head, and the server keeps serving a fresh client."""
@@ -191,7 +191,7 @@ def test_sockets_serving_no_connection_are_capped_503_and_health_probes_keep_a_r
     run(with_host(body, limits=Limits(max_unbound_sockets=3, health_reserve_sockets=1)))
 
 
-# -- issue 27 item 1: pipelining --
+# -- pipelining --
 def test_300_pipelined_posts_in_one_write_are_all_answered_in_order(run: Any, caplog: Any) -> None:
     async def body(host: AcpHost) -> None:
         reader, writer = await connect(host)
@@ -248,7 +248,7 @@ def test_300_pipelined_posts_on_a_live_connection_are_all_fed_and_answered(run: 
     run(with_host(body))
 
 
-# -- issue 27 item 2: the head limit however the bytes arrive, and the head deadline --
+# -- the head limit however the bytes arrive, and the head deadline --
 @pytest.mark.parametrize("writes", [1, 3])
 def test_a_head_over_16_kib_gets_431_in_one_write_or_many(run: Any, writes: int) -> None:
     async def body(host: AcpHost) -> None:
@@ -298,7 +298,7 @@ def test_a_trickled_next_head_on_keep_alive_is_closed_by_its_deadline(run: Any) 
     run(with_host(body, limits=Limits(handshake_timeout_s=0.5)))
 
 
-# -- issue 27 item 3: what one socket may open --
+# -- what one socket may open --
 def test_one_socket_opens_at_most_max_initialize_per_socket_connections(run: Any) -> None:
     async def body(host: AcpHost) -> None:
         reader, writer = await connect(host)
@@ -340,7 +340,7 @@ def test_a_post_without_connection_id_is_bounded_to_max_initialize_body_bytes(ru
     run(with_host(body, limits=Limits(max_initialize_body_bytes=1024)))
 
 
-# -- issue 27 item 6: RFC 9112 framing --
+# -- RFC 9112 framing --
 @pytest.mark.parametrize(
     ("name", "raw", "status"),
     [
@@ -432,7 +432,7 @@ def test_an_absolute_form_target_is_served(run: Any) -> None:
     run(with_host(body))
 
 
-# -- issue 27 item 7: two Authorization headers --
+# -- two Authorization headers --
 def test_duplicate_header_helper() -> None:
     assert duplicate_header([("Authorization", "a"), ("authorization", "b")], "AUTHORIZATION")
     assert not duplicate_header([("Authorization", "a"), ("Host", "b")], "authorization")
@@ -457,7 +457,7 @@ def test_two_authorization_headers_are_refused_400(run: Any) -> None:
     run(with_host(body, authorize=bearer_token("s3cret")))
 
 
-# -- issue 27 item 8 / issue 22 item 5: the connection id is a capability --
+# -- the connection id is a capability --
 def test_connection_id_is_honoured_only_for_its_principal(run: Any) -> None:
     def by_token(headers: Any) -> str | bool:
         token = headers.get("Authorization", "")
@@ -625,7 +625,7 @@ def test_property_the_head_parser_answers_any_bytes_with_a_request_or_a_status(h
         assert request.content_length >= 0 and not (request.chunked and request.content_length)
 
 
-# -- issue 22 item 4: an initialize whose id acp_fast refuses is answered at once ----------------------------
+# -- an initialize whose id acp_fast refuses is answered at once ---------------------------------------------
 @pytest.mark.parametrize("rid", [1.5, True, None, 2**63, [1]])
 def test_an_initialize_with_a_refused_id_is_answered_at_once(run: Any, rid: Any) -> None:
     async def body(host: AcpHost) -> None:

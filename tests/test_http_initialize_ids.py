@@ -1,4 +1,4 @@
-"""An ``initialize`` POST whose id cannot be matched to its answer is refused at once (issue: transport seam).
+"""An ``initialize`` POST whose id cannot be matched to its answer is refused at once.
 
 The Streamable HTTP profile answers ``initialize`` in the POST's own body, so
 it must recognise that answer among the connection's output: a float, a

@@ -294,7 +294,7 @@ def test_results_of_the_new_methods_are_checked_by_the_method_the_client_called(
 
 @needs_npm_schema
 def test_the_method_tables_come_from_the_file() -> None:
-    """Every agent-written method the issue names is known, and nothing the file lacks (mcp/connect) is."""
+    """Every agent-written method of the unstable schema is known, and nothing the file lacks (mcp/connect) is."""
     schema = schema_source.load_file(str(NPM_SCHEMA_UNSTABLE))
     assert {"logout", "session/delete", "session/archive", "session/unarchive", "session/status"} <= set(schema.results)
     assert {"session/set_title", "auth/status", "providers/list", "providers/set", "providers/disable"} <= set(

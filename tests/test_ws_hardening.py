@@ -1,4 +1,4 @@
-"""WebSocket hardening (issues 22 and 27), each case over a real loopback socket.
+"""WebSocket hardening, each case over a real loopback socket.
 
 Clients write raw, masked RFC 6455 frames (tests/ws_helpers.py), so every byte
 the server sends back, and when it closes, is visible. Waits are bounded
@@ -78,7 +78,7 @@ async def close_status(reader: asyncio.StreamReader) -> int:
     raise AssertionError("no close frame")
 
 
-# -- issue 22.1: a request followed by a control frame in one socket read ----------------------------------
+# -- a request followed by a control frame in one socket read ----------------------------------------------
 
 
 def test_request_and_ping_in_one_write_is_answered(run: Any) -> None:
@@ -111,7 +111,7 @@ def test_request_and_pong_to_the_servers_ping_in_one_write_is_answered(run: Any)
     run(with_host(body, limits=Limits(ping_interval_s=0.3, ping_timeout_s=0.3)))
 
 
-# -- issue 22.3: the output cap means "the client is not reading" ------------------------------------------
+# -- the output cap means "the client is not reading" ------------------------------------------------------
 
 MiB = 1024 * 1024
 
@@ -209,7 +209,7 @@ def test_limits_refuse_combinations_that_cannot_work() -> None:
         Limits(ping_interval_s=1.0, ping_timeout_s=2.0)
 
 
-# -- issue 22.6 / 27.5: the close code answered to a client's close ----------------------------------------
+# -- the close code answered to a client's close -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -239,7 +239,7 @@ def test_the_clients_close_code_is_echoed_only_when_it_may_be_sent(run: Any, pay
     run(with_host(body))
 
 
-# -- issue 38.7: an absolute-form target, as RFC 9112 3.2.2 says a server must take it --------------------
+# -- an absolute-form target, as RFC 9112 3.2.2 says a server must take it --------------------------------
 
 
 @pytest.mark.parametrize("target", [b"http://127.0.0.1/acp", b"HTTP://example.test:8765/acp?x=1"])

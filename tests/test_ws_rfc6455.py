@@ -1,4 +1,4 @@
-"""RFC 6455 where it says MUST, per-client admission and read-buffer release (issue 27, WebSocket part).
+"""RFC 6455 where it says MUST, per-client admission and read-buffer release.
 
 Every case writes raw, masked frames over a loopback socket (tests/ws_helpers.py),
 so the test can send what a client library refuses to, and sees every byte the

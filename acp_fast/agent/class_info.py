@@ -4,8 +4,8 @@ Which Agent methods the class overrides, which of its handlers take no
 ``**kwargs``, its hooks, and the route of every request method: all of it
 depends on the class alone, so one ``ClassInfo`` is shared by every
 connection serving that class (a host holds thousands of connections; built
-per connection, the routes alone were ~3 KiB of dicts, tuples and bound
-methods on every idle one).
+per connection, the routes alone were dicts, tuples and bound methods kept
+by every idle one).
 """
 
 from __future__ import annotations

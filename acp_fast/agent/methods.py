@@ -108,7 +108,7 @@ _PLAIN_TYPE: Final[dict[Check, type]] = {_is_str: str, _is_int: int, _is_obj: di
 
 
 class Field:
-    """One params field. A plain class: each dataclass costs about a millisecond of start-up.
+    """One params field. A plain class: a dataclass generates and compiles code at import, paid at every start-up.
 
     ``required``: True (missing or null is -32602), False (missing is None in
     the kwargs) or None (missing is left out of the kwargs: the fields ACP
@@ -129,7 +129,7 @@ class Field:
 
 
 def _snake(wire: str) -> str:
-    """``clientCapabilities`` -> ``client_capabilities`` (no regex: it cost 2 ms of start-up to compile)."""
+    """``clientCapabilities`` -> ``client_capabilities`` (no regex: compiling one would be paid at every start-up)."""
     return wire[:1] + "".join("_" + c.lower() if c.isupper() else c for c in wire[1:])
 
 

@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 #: Allocations between two collections of the youngest generation when ``freeze_gc``
 #: is on (CPython's default is 700). A request allocates a dozen tracked objects
 #: (decoded dicts, messages, coroutines), so 700 meant a young collection every ~60
-#: requests: 3% of a pipelined session/set_mode and 12% of a session/new (in-process,
-#: benchmarks/per_request.py). Only cyclic garbage waits longer; the rest is freed by
+#: requests, a share of every request's cost that benchmarks/per_request.py shows (run it
+#: with and without ``--gc-default``). Only cyclic garbage waits longer; the rest is freed by
 #: reference counting as before.
 YOUNG_GC_THRESHOLD = 10_000
 
@@ -127,7 +127,7 @@ def run_agent(
     _refuse_misuse(sys._getframe(1))
     factory, kind = event_loop_factory(use_uvloop)
     if freeze_gc:
-        # No collection first: it costs 4-7 ms of start-up to free a few dozen
+        # No collection first: a full pass over the start-up heap delays start-up to free a few dozen
         # objects of import garbage, which stay frozen instead.
         gc.freeze()
         gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])

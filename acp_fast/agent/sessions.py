@@ -28,7 +28,7 @@ from .cancel import CancelToken
 def new_session_id(prefix: str) -> str:
     """``prefix`` and 128 random bits in hex: unique in the process and beyond, as hosting needs
     (a parked session is found again by its id). ``uuid4().hex`` holds 122 of the same bits and
-    cost five times as much (1.6 vs 0.3 us)."""
+    costs more: it builds a ``UUID`` object on the way."""
     return prefix + os.urandom(16).hex()
 
 

@@ -623,7 +623,7 @@ class AcpHost:
         except Exception:
             log.exception("connection %s failed", peer.connection_id[:8])
         finally:
-            # A drain parks too when another process can take the sessions over (issue 25, item 3).
+            # A drain parks too when another process can take the sessions over.
             handover = not self.draining or self.detached.shared
             park = handover and self.limits.detached_session_timeout_s > 0 and server.can_resume
             try:

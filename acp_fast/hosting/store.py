@@ -110,8 +110,8 @@ class SqliteStore(SessionStore):
     """One SQLite file in WAL mode; each statement is one short transaction, run on the loop.
 
     The statements are a keyed insert and a keyed ``DELETE ... RETURNING``
-    (about 0.1-0.2 ms for a 10 KiB entry, see benchmarks/session_store.py),
-    cheaper than a hop to a thread. ``synchronous=NORMAL``: a commit only
+    (benchmarks/session_store.py times them), cheaper than a hop to a
+    thread. ``synchronous=NORMAL``: a commit only
     appends to the WAL (no fsync); a parked session is a convenience, not a
     ledger, so a power cut may lose the last few parks while the file stays
     consistent. The fsync of the checkpoint runs in a thread every

@@ -118,7 +118,7 @@ def shared_session_store() -> Iterator[str]:
     Without it each worker would park in its own memory and a reconnect would
     find its session with probability 1/N. The directory is on /dev/shm when
     there is one: parked sessions live a minute and die with the supervisor
-    anyway, and tmpfs spares them the disk (p99 ~0.3 ms instead of several).
+    anyway, and tmpfs spares them the disk (benchmarks/session_store.py compares the two).
     """
     from .store import connect_sqlite
 

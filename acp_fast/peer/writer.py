@@ -49,7 +49,7 @@ class Writer:
         self._transport: asyncio.WriteTransport | None = None
         # Messages are copied into one buffer as they come rather than kept as
         # separate bytes objects: orjson's outputs, when hundreds stay alive
-        # until a join, cost ~10x more to allocate (measured 1.4 vs 0.14 us each).
+        # until a join, cost far more to allocate than bytes appended to one growing buffer.
         self._buf = bytearray()
         self._flush_scheduled = False
         self._paused = False

@@ -3,7 +3,7 @@
 ``jsonrpc.decode_py`` and the Python ``Request``/``Notification`` there
 specify the behaviour; this does the same checks with C dictionary lookups,
 and builds the messages as extension types, whose allocation is a fraction of
-a Python ``__init__`` call (together about 0.35 us less per message). When it
+a Python ``__init__`` call (benchmarks/bench_codec.py shows the saving). When it
 is built, jsonrpc.py uses these classes everywhere, so one process never
 mixes the two kinds. Only a well-formed request or notification is decided
 here; every other value goes to the twin's own ``_classify_slow``, so errors

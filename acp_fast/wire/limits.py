@@ -59,9 +59,10 @@ MAX_MCP_REQUESTS = 256
 #: Bytes buffered for stdout above which producers wait for the pipe (R26).
 #: Every answer queues behind what is buffered, so this bounds how long a
 #: cancel's answer can wait behind other sessions' updates. 64 KiB (the Linux
-#: pipe size, and uvloop's own default) kept the busy cancel p99 at 0.55-0.66
-#: ms in two bench runs, against 0.45-4.5 ms with 1 MiB, with no loss of
-#: update throughput beyond run-to-run noise.
+#: pipe size, and uvloop's own default) kept the busy cancel p99 low and steady
+#: where 1 MiB let it swing widely between runs, with no loss of update
+#: throughput beyond run-to-run noise (benchmarks/README.md, "Numbers behind
+#: the code").
 WRITE_HIGH_WATER = 64 * KiB
 
 #: Producers resume once the buffer drains below this.
@@ -130,8 +131,8 @@ MAX_BUFFERED_OUTPUT_BYTES = 4 * MiB
 WS_DEFLATE = False
 
 #: Initial read buffer of a WebSocket connection. picows grows it for larger
-#: frames; 2 KiB instead of its 16 KiB default halved the RSS of an idle
-#: connection (13.9 vs 27.9 KiB, benchmarks/ws_libraries.py).
+#: frames; 2 KiB instead of its 16 KiB default keeps an idle connection small,
+#: since most connections are idle (benchmarks/ws_libraries.py measures it).
 WS_READ_BUFFER_BYTES = 2 * KiB
 
 #: A connection with no incoming traffic for this long is pinged.
@@ -253,7 +254,7 @@ MAX_INITIALIZE_BODY_BYTES = 64 * KiB
 #: and memory without sending data; a size line needs 18 bytes.
 MAX_CHUNK_LINE_BYTES = 4 * KiB
 
-# -- WebSocket (issue 27): slots held without ACP, per-client connections, read buffers --------------
+# -- WebSocket: slots held without ACP, per-client connections, read buffers --------------
 
 #: Seconds an upgraded WebSocket may stay open without sending ``initialize``;
 #: past it the socket closes with 1008 (counted: ``initialize_timeouts``).
@@ -276,8 +277,8 @@ MAX_CONNECTIONS_PER_PRINCIPAL = 256
 
 #: Seconds after a large read (64 KiB or more) before the unused pages of the
 #: connection's read buffer are given back to the OS. picows grows that buffer
-#: for a large message and never shrinks it (three idle connections that each
-#: sent 48 MiB held +148 MB); waiting a moment keeps a stream of large messages
+#: for a large message and never shrinks it, so an idle connection would keep
+#: the largest message's pages (benchmarks/ws_large_message_rss.py); waiting a moment keeps a stream of large messages
 #: from paying for the pages again each time. 1 s is well inside the goal of an
 #: idle connection back at its usual size ten seconds after any message.
 WS_BUFFER_RELEASE_S = 1.0

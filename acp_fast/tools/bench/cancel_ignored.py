@@ -1,6 +1,6 @@
 """Scenario "cancel, agent ignores it": time from ``session/cancel`` to the prompt's answer.
 
-The agent is the one measured in the project's issue 23: its prompt loops
+The agent is one whose prompt swallows cancellation: its prompt loops
 STEPS times over ``await asyncio.sleep(STEP_S)`` inside ``try/except
 CancelledError: pass`` (``contextlib.suppress``), one ``agent_message_chunk``
 per step: about 4 s of body that ignores every cancel. acp_fast serves it
@@ -49,7 +49,7 @@ _NEW = {"cwd": "/", "mcpServers": []}
 
 
 class IgnoringAgent(Agent):
-    """Issue 23's agent: every cancel swallowed, one update per step."""
+    """The agent that ignores cancel: every cancel swallowed, one update per step."""
 
     async def prompt(self, session_id: str, prompt: list[dict[str, Any]], **kwargs: Any) -> str:
         for i in range(STEPS):

@@ -85,8 +85,8 @@ class Bursts:
     """The timed bursts of one pipelined row, each after an untimed warm-up; the row's rate is their median.
 
     A burst lasts milliseconds to a second, and the first one a process runs
-    (after start-up or after other rounds) was up to a quarter slower than
-    the next ones, for the floor and the agents alike: one burst measures the
+    (after start-up or after other rounds) was markedly slower than the
+    next ones, for the floor and the agents alike: one burst measures the
     process's history as much as its cost per message.
     """
 
