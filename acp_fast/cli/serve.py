@@ -12,7 +12,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from ..agent.base import Agent
 from ..extras import MissingExtra, install_hint
@@ -135,10 +135,16 @@ def agent_factory(target: str, unstable: bool, strict: bool) -> Callable[[], Age
     target that is not an agent, or whose constructor fails, is refused in one
     line instead of failing every connection.
     """
-    if not isinstance(_resolve(target), type):
+    cls = _resolve(target)
+    if not isinstance(cls, type):
         _fail(f"--listen needs a class (one instance per connection); {target!r} is not one")
     load_agent(target, unstable=unstable, strict=strict)
-    return lambda: load_agent(target, unstable=unstable, strict=strict)
+    # Per connection the constructor's errors are the host's to report (that connection fails), not an exit.
+    if issubclass(cls, Agent):
+        return cast("Callable[[], Agent]", cls)
+    from ..compat import wrap_sdk_agent  # load_agent has refused the target if compat is missing
+
+    return lambda: wrap_sdk_agent(cls(), use_unstable_protocol=unstable, strict=strict)
 
 
 __all__ = ["agent_factory", "load_agent", "register", "run"]
