@@ -89,6 +89,7 @@ CASES = [
     ("not-an-agent-listen", ["serve", "agents:NotAnAgent", *LISTEN], "is not an acp_fast Agent"),
     ("listen-url", ["demo", "--listen", "http://127.0.0.1:{free}"], "not a URL"),
     ("unix-missing-directory", ["demo", "--listen", "unix:{tmp}/missing/acp.sock"], "does not exist"),
+    ("unix-directory-refuses-sockets", ["demo", "--listen", "unix:/sys/acp-fast-test.sock"], "cannot make a socket"),
     ("port-99999", ["demo", "--listen", "127.0.0.1:99999"], "port 99999 is out of range"),
     ("port-65536", ["demo", "--listen", "127.0.0.1:65536"], "port 65536 is out of range"),
     ("port-in-use", ["demo", "--listen", "127.0.0.1:{busy}"], "Address already in use"),

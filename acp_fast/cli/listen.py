@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..agent.base import Agent
 from ..wire.limits import Limits
 from .checks import StartupMistake, check_address
-from .probes import check_binds, check_store
+from .probes import check_binds, check_store, check_unix_bind
 
 if TYPE_CHECKING:
     from ..hosting import ListenAddress
@@ -38,6 +38,8 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
     store = _checked_store(args, limits)
     if address.unix_path is None:
         check_binds("--listen", args.listen)
+    else:
+        check_unix_bind("--listen", address.unix_path)
     if args.metrics_listen:
         check_binds("--metrics-listen", args.metrics_listen)
     group: str | None = None  # --workers N --metrics: where the workers read each other's metrics

@@ -11,6 +11,7 @@ is still refused: by the host, or by the worker supervisor).
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import urllib.parse
 from typing import Any
@@ -40,6 +41,19 @@ def check_binds(option: str, text: str) -> None:
                 hint = "stop what holds it or choose another port" if in_use else "choose another address"
                 raise StartupMistake(f"{option} {text}: cannot bind {sockaddr[0]} port {port}: "
                                      f"{exc.strerror}; {hint}") from None
+
+
+def check_unix_bind(option: str, path: str) -> None:
+    """A unix socket can be made at ``path`` now (one already there is the host's to replace or refuse)."""
+    if os.path.lexists(path):
+        return
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.bind(path)
+        except OSError as exc:
+            raise StartupMistake(f"{option} unix:{path}: cannot make a socket there: {exc.strerror}; "
+                                 "choose a directory this user may write") from None
+    os.unlink(path)
 
 
 def check_store(spec: str, timeout_s: float) -> None:
@@ -89,4 +103,4 @@ def _redacted(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{netloc}"))
 
 
-__all__ = ["check_binds", "check_store"]
+__all__ = ["check_binds", "check_store", "check_unix_bind"]
