@@ -23,11 +23,14 @@ INSTANCE = DemoAgent()  # an instance, not a class: --listen needs one agent per
         (["demo", "--listen", "127.0.0.1:0", "--forwarded-allow-ips", "10.0.0.0/33"], "is not an address, a CIDR"),
     ],
 )
-def test_listen_arguments_refused_with_a_reason(argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listen_arguments_refused_with_a_reason(
+    argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("ACP_FAST_TEST_UNSET_VAR", raising=False)
     with pytest.raises(SystemExit) as exc:
         main(argv)
-    assert message in str(exc.value.code)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

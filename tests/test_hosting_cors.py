@@ -187,12 +187,14 @@ def test_star_with_auth_is_refused_at_start() -> None:
         AcpHost(lambda: None, authorize=bearer_token(TOKEN), allowed_origins=["*"])  # type: ignore[arg-type,return-value]
 
 
-def test_cli_refuses_star_with_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_refuses_star_with_a_token(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("ACP_FAST_TEST_TOKEN", TOKEN)
     monkeypatch.setattr("acp_fast.hosting.run_host", lambda *_a, **_kw: pytest.fail("must not start"))
     with pytest.raises(SystemExit) as exc:
         main(["demo", "--listen", "127.0.0.1:0", "--auth-token-env", "ACP_FAST_TEST_TOKEN", "--allow-origin", "*"])
-    assert "--allow-origin" in str(exc.value.code) and "'*'" in str(exc.value.code)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "--allow-origin" in err and "'*'" in err
 
 
 @pytest.mark.parametrize("bad", ["app.example", "http://app.example/path", "null", "http://", "http://a b"])

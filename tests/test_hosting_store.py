@@ -332,10 +332,12 @@ def test_the_cli_refuses_a_bad_store_spec_in_one_line(capsys: pytest.CaptureFixt
 
     with pytest.raises(SystemExit) as err:
         main(["demo", "--listen", "127.0.0.1:0", "--session-store", "postgres://db/0"])
-    assert "--session-store: unknown session store 'postgres://db/0'" in str(err.value.code)
+    assert err.value.code == 2
+    assert "--session-store: unknown session store 'postgres://db/0'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as err:
         main(["demo", "--listen", "127.0.0.1:0", "--session-store", "sqlite:"])
-    assert "sqlite: needs a file path" in str(err.value.code)
+    assert err.value.code == 2
+    assert "sqlite: needs a file path" in capsys.readouterr().err
 
 
 def test_the_cli_names_the_store_extra_when_redis_is_missing(

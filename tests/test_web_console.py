@@ -151,7 +151,9 @@ def test_the_console_keeps_the_auth_hook(run: Any) -> None:
     run(with_host(body, web_console=True, authorize=lambda headers: headers.get("Authorization") == "Bearer t"))
 
 
-def test_cli_flag_reaches_run_host_and_needs_listen(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_flag_reaches_run_host_and_needs_listen(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     seen: list[bool] = []
     monkeypatch.setattr("acp_fast.hosting.run_host", lambda *_a, web_console=False, **_kw: seen.append(web_console))
     main(["demo", "--listen", "127.0.0.1:0"])
@@ -159,4 +161,5 @@ def test_cli_flag_reaches_run_host_and_needs_listen(monkeypatch: pytest.MonkeyPa
     assert seen == [False, True]
     with pytest.raises(SystemExit) as exc:
         main(["demo", "--web-console"])
-    assert "--web-console needs --listen" in str(exc.value.code)
+    assert exc.value.code == 2
+    assert "--web-console needs --listen" in capsys.readouterr().err

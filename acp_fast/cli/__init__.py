@@ -5,7 +5,8 @@ One module per sub-command, each registering its sub-parser in ``parser``:
 ``launch`` (stdio) or ``listen`` (``--listen``); ``client``, ``top`` and
 ``bench`` hand their arguments to the tool under ``acp_fast.tools``, imported
 only when that sub-command runs. Logs go to stderr only (stdout carries
-nothing but ACP messages).
+nothing but ACP messages). A mistake at start-up (``checks``, ``probes``) is
+one line on stderr and exit status 2, before anything is served.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import sys
 from collections.abc import Sequence
 
 from ..extras import MissingExtra
+from .checks import StartupMistake
 from .parser import build_parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``acp-fast ARGS``; a missing extra is one line and exit status 2."""
+    """``acp-fast ARGS``; a start-up mistake or a missing extra is one line and exit status 2."""
     try:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         args.run(args)
-    except MissingExtra as exc:
+    except (MissingExtra, StartupMistake) as exc:
         sys.stderr.write(f"acp-fast: {exc}\n")
         raise SystemExit(2) from None
 

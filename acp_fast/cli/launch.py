@@ -12,24 +12,29 @@ from ..agent.base import Agent
 from ..extras import require
 from ..wire.limits import Limits
 from . import logs
-from .options import limits_from
+from .checks import StartupMistake, check_address, check_needs_listen, checked_limits, one_line
+from .probes import check_binds
 
 
 def launch(args: argparse.Namespace, agent: Callable[[], Agent], factory: Callable[[], Callable[[], Agent]]) -> None:
     """Serve ``agent()`` over stdio, or with ``--listen`` one agent per connection from ``factory()``."""
     logs.configure(args)
-    limits = limits_from(args)
+    limits = checked_limits(args)
     _check(args)
     if args.listen:
         from .listen import serve_network
 
         serve_network(args, limits, factory)
         return
-    _serve_stdio(args, limits, agent())
+    served = agent()
+    if args.metrics_listen:
+        check_address("--metrics-listen", args.metrics_listen, unix=False)
+        check_binds("--metrics-listen", args.metrics_listen)
+    _serve_stdio(args, limits, served)
 
 
 def _check(args: argparse.Namespace) -> None:
-    """Flags that need an extra or another flag: one line and a non-zero exit, before anything starts."""
+    """Flags that need an extra or another flag: one line and exit status 2, before anything starts."""
     if args.validate_schema:
         os.environ[validate.SCHEMA_ENV_VAR] = args.validate_schema
     if args.validate or args.validate_schema:
@@ -39,14 +44,11 @@ def _check(args: argparse.Namespace) -> None:
         if problem:
             sys.stderr.write(f"acp-fast: --validate: {problem}\n")
             raise SystemExit(2)
-    if args.metrics and not args.listen:
-        raise SystemExit("acp-fast: --metrics needs --listen (over stdio use --metrics-listen HOST:PORT)")
+    check_needs_listen(args)
     if args.metrics or args.metrics_listen:
         require("metrics", "--metrics / --metrics-listen")
     if args.otel:
         require("otel", "--otel")
-    if args.web_console and not args.listen:
-        raise SystemExit("acp-fast: --web-console needs --listen (the console is served beside /acp)")
 
 
 def _serve_stdio(args: argparse.Namespace, limits: Limits, agent: Agent) -> None:
@@ -59,7 +61,7 @@ def _serve_stdio(args: argparse.Namespace, limits: Limits, agent: Agent) -> None
         try:
             on_server = stdio_hook(args.metrics_listen, args.otel, limits)
         except ValueError as exc:
-            raise SystemExit(f"acp-fast: {exc}") from None
+            raise StartupMistake(one_line(exc)) from None
     status = run_agent(agent, limits, use_uvloop=not args.no_uvloop, freeze_gc=args.gc_freeze, on_server=on_server)
     if status:
         # Tasks were abandoned (R14): one may hold a thread the interpreter's exit would join.

@@ -1,7 +1,8 @@
 """``--listen``: many connections at /acp in this process, or in ``--workers N`` processes sharing the port.
 
-Each flag is checked before anything binds: a bad value is one line naming
-the flag and a non-zero exit, never a traceback.
+Each flag is checked before anything binds, and what must answer (the
+port, the metrics port, the session store) is probed: a mistake is one line
+naming the flag and exit status 2 (``checks.StartupMistake``), never a traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..agent.base import Agent
 from ..wire.limits import Limits
+from .checks import StartupMistake, check_address
+from .probes import check_binds, check_store, check_unix_bind
 
 if TYPE_CHECKING:
     from ..hosting import ListenAddress
@@ -32,7 +35,13 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
     authorize = _authorize(args)
     address = _checked_address(args, authorize)
     proxies = _trusted_proxies(args)
-    store = _checked_store(args)
+    store = _checked_store(args, limits)
+    if address.unix_path is None:
+        check_binds("--listen", args.listen)
+    else:
+        check_unix_bind("--listen", address.unix_path)
+    if args.metrics_listen:
+        check_binds("--metrics-listen", args.metrics_listen)
     group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
 
     def serve(reuse_port: bool = False) -> int:
@@ -61,11 +70,11 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
             raise SystemExit(status)
         return
     if not address.port:
-        raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
+        raise StartupMistake("--workers needs an explicit port (each worker would pick its own otherwise)")
     if args.metrics_listen:
-        raise SystemExit("acp-fast: --metrics-listen with --workers is not supported yet (one port per process); "
-                         "use --metrics: the worker a scrape reaches answers for all of them")
-    from ..hosting.workers import run_workers, shared_session_store
+        raise StartupMistake("--metrics-listen with --workers is not supported yet (one port per process); "
+                             "use --metrics: the worker a scrape reaches answers for all of them")
+    from ..hosting.workers import WorkerFailedToStart, run_workers, shared_session_store
 
     # The drain's bound, then abort_join_s more for the default executor's threads (agent/executor.py).
     bound = limits.shutdown_grace_s + 2 * limits.abort_join_s + limits.drain_flush_s
@@ -76,7 +85,11 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
             group = stack.enter_context(metrics_group())
         if store is None:  # the workers share parking out of the box
             store = stack.enter_context(shared_session_store())
-        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
+        try:
+            status = run_workers(args.workers, lambda: serve(reuse_port=True), bound)
+        except WorkerFailedToStart as exc:
+            raise StartupMistake(str(exc)) from None
+        raise SystemExit(status)
 
 
 def _authorize(args: argparse.Namespace) -> Authorize | None:
@@ -86,7 +99,7 @@ def _authorize(args: argparse.Namespace) -> Authorize | None:
         return None
     token = os.environ.get(args.auth_token_env, "")
     if not token:
-        raise SystemExit(f"acp-fast: --auth-token-env {args.auth_token_env}: the variable is empty or unset")
+        raise StartupMistake(f"--auth-token-env {args.auth_token_env}: the variable is empty or unset")
     return bearer_token(token)
 
 
@@ -98,17 +111,14 @@ def _checked_address(args: argparse.Namespace, authorize: Authorize | None) -> L
     try:
         check_origins(args.allow_origin, auth=authorize is not None)
     except ValueError as exc:
-        raise SystemExit(f"acp-fast: --allow-origin: {exc}") from None
+        raise StartupMistake(f"--allow-origin: {exc}") from None
+    check_address("--listen", args.listen)
     try:
         address = ListenAddress.parse(args.listen)
     except ValueError as exc:
-        raise SystemExit(f"acp-fast: --listen: {exc}") from None
+        raise StartupMistake(f"--listen: {exc}") from None
     if args.metrics_listen:
-        try:
-            if ListenAddress.parse(args.metrics_listen).unix_path:
-                raise ValueError("a unix socket is not served")
-        except ValueError as exc:
-            raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
+        check_address("--metrics-listen", args.metrics_listen, unix=False)
     return address
 
 
@@ -118,10 +128,11 @@ def _trusted_proxies(args: argparse.Namespace) -> TrustedProxies:
     try:
         return TrustedProxies.parse(args.forwarded_allow_ips, proxy_protocol=args.proxy_protocol)
     except ValueError as exc:
-        raise SystemExit(f"acp-fast: --forwarded-allow-ips: {exc}") from None
+        raise StartupMistake(f"--forwarded-allow-ips: {exc}") from None
 
 
-def _checked_store(args: argparse.Namespace) -> str | None:
+def _checked_store(args: argparse.Namespace, limits: Limits) -> str | None:
+    """``--session-store``: its spec parses, its extra is installed, and it answers."""
     from ..hosting.store import check_spec
 
     store: str | None = args.session_store
@@ -129,7 +140,8 @@ def _checked_store(args: argparse.Namespace) -> str | None:
         try:
             check_spec(store)
         except ValueError as exc:
-            raise SystemExit(f"acp-fast: --session-store: {exc}") from None
+            raise StartupMistake(f"--session-store: {exc}") from None
+        check_store(store, limits.session_store_timeout_s)
     return store
 
 

@@ -88,11 +88,6 @@ def common_parser() -> argparse.ArgumentParser:
     return common
 
 
-def limits_from(args: argparse.Namespace) -> Limits:
-    """The ``Limits`` the limit flags describe."""
-    return Limits(**{f.name: getattr(args, f.name) for f in fields(Limits)})
-
-
 def _add_run_flags(common: argparse.ArgumentParser) -> None:
     common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     common.add_argument("--log-format", default="text", choices=["text", "json"], help="stderr log format")
@@ -220,4 +215,4 @@ def _add_proxy_flags(net: argparse._ArgumentGroup) -> None:
     )
 
 
-__all__ = ["common_parser", "limits_from"]
+__all__ = ["common_parser"]

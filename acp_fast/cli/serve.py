@@ -12,10 +12,11 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from ..agent.base import Agent
 from ..extras import MissingExtra, install_hint
+from .checks import one_line
 from .launch import launch
 
 #: Methods whose presence marks an object as an agent written on the official SDK.
@@ -71,8 +72,8 @@ def _is_sdk_agent(obj: object) -> bool:
     return any(callable(getattr(obj, name, None)) for name in _SDK_AGENT_MARKERS)
 
 
-def load_agent(target: str, unstable: bool = False, strict: bool = False) -> Agent:
-    """The agent ``target`` names: an acp_fast Agent (class or instance), or an SDK agent wrapped by compat."""
+def _resolve(target: str) -> object:
+    """The object ``target`` (``module:attr``) names; a module that fails to import is one line."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         _fail(f"expected package.module:AgentClass, got {target!r}")
@@ -82,12 +83,33 @@ def load_agent(target: str, unstable: bool = False, strict: bool = False) -> Age
         _fail(str(exc))
     except ImportError as exc:
         _fail(_import_failure(module_name, exc))
+    except SyntaxError as exc:
+        _fail(f"importing {module_name!r} failed: {exc.msg} ({exc.filename}, line {exc.lineno}); fix the module")
+    except Exception as exc:  # the module's own code raised: its error, not importlib's
+        _fail(f"importing {module_name!r} failed: {type(exc).__name__}: {one_line(exc)}")
     try:
-        obj = getattr(module, attr)
+        return getattr(module, attr)
     except AttributeError:
         _fail(f"module {module_name!r} ({getattr(module, '__file__', None) or 'no file'}) has no attribute {attr!r}")
+
+
+def _construct(cls: type, target: str) -> Any:
+    """``cls()``; a constructor that needs arguments, or raises, is one line."""
+    try:
+        return cls()
+    except TypeError as exc:
+        _fail(f"cannot construct {target}: {one_line(exc)}; serve needs a class whose constructor takes no "
+              "arguments (give defaults, or read settings from the environment)")
+    except Exception as exc:
+        _fail(f"constructing {target} failed: {type(exc).__name__}: {one_line(exc)}")
+
+
+def load_agent(target: str, unstable: bool = False, strict: bool = False) -> Agent:
+    """The agent ``target`` names: an acp_fast Agent (class or instance), or an SDK agent wrapped by compat."""
+    obj = _resolve(target)
     if isinstance(obj, type) and issubclass(obj, Agent):
-        return obj()
+        agent: Agent = _construct(obj, target)
+        return agent
     if isinstance(obj, Agent):
         return obj
     # An SDK agent: a class or instance with its methods, or a factory function ``conn -> agent``.
@@ -101,19 +123,28 @@ def load_agent(target: str, unstable: bool = False, strict: bool = False) -> Age
     except ImportError:
         _fail(f"{target} looks like an agent written on the official SDK; serving it needs the 'compat' extra: "
               f"{install_hint('compat')}")
-    sdk_agent = obj() if isinstance(obj, type) else obj
+    sdk_agent = _construct(obj, target) if isinstance(obj, type) else obj
     wrapped: Agent = wrap_sdk_agent(sdk_agent, use_unstable_protocol=unstable, strict=strict)
     return wrapped
 
 
 def agent_factory(target: str, unstable: bool, strict: bool) -> Callable[[], Agent]:
-    """One agent instance per connection: ``target`` must name a class."""
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        raise SystemExit(f"acp-fast: expected module:Class, got {target!r}")
-    if not isinstance(getattr(importlib.import_module(module_name), attr), type):
-        raise SystemExit(f"acp-fast: --listen needs a class (one instance per connection); {target!r} is not one")
-    return lambda: load_agent(target, unstable=unstable, strict=strict)
+    """One agent instance per connection: ``target`` must name a class, and one is built here, as a check.
+
+    Built once before anything listens (and before ``--workers`` forks), so a
+    target that is not an agent, or whose constructor fails, is refused in one
+    line instead of failing every connection.
+    """
+    cls = _resolve(target)
+    if not isinstance(cls, type):
+        _fail(f"--listen needs a class (one instance per connection); {target!r} is not one")
+    load_agent(target, unstable=unstable, strict=strict)
+    # Per connection the constructor's errors are the host's to report (that connection fails), not an exit.
+    if issubclass(cls, Agent):
+        return cast("Callable[[], Agent]", cls)
+    from ..compat import wrap_sdk_agent  # load_agent has refused the target if compat is missing
+
+    return lambda: wrap_sdk_agent(cls(), use_unstable_protocol=unstable, strict=strict)
 
 
 __all__ = ["agent_factory", "load_agent", "register", "run"]

@@ -947,6 +947,8 @@ async def _run(
     # A worker starts with these held (hosting/workers.py): one that came during start-up is handled now.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
+    if not address.unix_path and address.host in (None, "0.0.0.0", "::"):
+        where += " (every interface: reachable from other machines)"
     banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"
     print(banner, file=sys.stderr, flush=True)  # after the handlers: a signal sent on seeing it drains
     if web_console and not address.unix_path:
