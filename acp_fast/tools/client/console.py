@@ -22,14 +22,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import orjson
 
 from ..._version import __version__
-from ...client.connection import ClientHandler, ClientSession, Params
+from ...client.connection import ClientHandler, ClientSession, Params, PromptResult
 from ...wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
 from ...wire.limits import Limits
 from .line_source import LineSource
@@ -48,6 +48,9 @@ from .options import (
     parser,
 )
 
+#: How long Ctrl-D during a turn waits for the cancelled turn's answer before the console ends anyway.
+END_CANCEL_WAIT_S = 2.0
+
 # -- output ---------------------------------------------------------------------------------
 
 
@@ -59,10 +62,18 @@ class Renderer:
         self.quiet = quiet
         self.dim = out.isatty() and os.environ.get("NO_COLOR") is None
         self._open: str | None = None  # "text" or "thought" while a stream of chunks is mid-line
+        self._message: object = None  # the messageId of the user message being printed
+        #: A question waiting for its answer on the terminal ("choose 1-2: "), its cursor mid-line:
+        #: whatever prints meanwhile starts on a line of its own, and the question is asked again below.
+        self.question: str | None = None
+        self._question_shown = True
 
     def _write(self, text: str) -> None:
         if self.quiet:
             return
+        if self.question is not None and self._question_shown:
+            self._question_shown = False
+            text = "\n" + text
         try:
             self.out.write(text)
             self.out.flush()
@@ -79,6 +90,18 @@ class Renderer:
             return
         self.end_line()
         self._write(text + "\n")
+        if self.question is not None:
+            self.ask(self.question)
+
+    def ask(self, question: str) -> None:
+        """Show ``question`` (on stderr, left mid-line for the answer) until :meth:`answered`."""
+        self.end_line()
+        self.question, self._question_shown = question, True
+        sys.stderr.write(question)
+        sys.stderr.flush()
+
+    def answered(self) -> None:
+        self.question = None
 
     def update(self, update: Params) -> None:
         if self.quiet:
@@ -88,6 +111,8 @@ class Renderer:
         if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
             text = _block_text(content)
             mode = {"agent_message_chunk": "text", "agent_thought_chunk": "thought"}.get(str(kind), "user")
+            if mode == "user" and self._open == "user" and self._new_user_message(update.get("messageId")):
+                self.end_line()  # another past prompt: a turn of its own, not glued to the last
             if mode != self._open:
                 self.end_line()
                 self._open = mode
@@ -98,6 +123,8 @@ class Renderer:
             if mode == "thought" and self.dim:
                 text = f"\x1b[2m{text}\x1b[0m"
             self._write(text)
+            if mode == "user":
+                self._message = update.get("messageId")
         elif kind == "tool_call":
             status = update.get("status") or "pending"
             self.line(f"[tool] {update.get('title', '?')} ({update.get('kind') or 'other'}, {status})")
@@ -121,6 +148,12 @@ class Renderer:
             self.line(f"[session] title: {update.get('title')}")
         else:
             self.line(f"[{kind}]")
+
+
+    def _new_user_message(self, message_id: object) -> bool:
+        """Chunks of one message share a messageId; without one, each user chunk is a prompt of its own
+        (a prompt is sent whole, so the chunks in a replay are the past prompts)."""
+        return message_id is None or message_id != self._message
 
 
 def _block_text(content: Any) -> str:
@@ -252,14 +285,14 @@ class Console:
         if self.lines is None:
             self.lines = LineSource(asyncio.get_running_loop())
         while True:
-            sys.stderr.write(f"choose 1-{len(options)}: ")
-            sys.stderr.flush()
+            self.renderer.ask(f"choose 1-{len(options)}: ")
             line_task = self._question = asyncio.ensure_future(self.lines.get())
             cancel_task = asyncio.ensure_future(self.cancel_event.wait())
             try:
                 await asyncio.wait({line_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 self._question = None
+                self.renderer.answered()
             cancel_task.cancel()
             if not line_task.done() or line_task.cancelled():  # the turn was cancelled or ended: the spec's
                 line_task.cancel()  # answer for a pending question
@@ -301,7 +334,7 @@ class Console:
             question.cancel()  # synchronously: a line typed from now on goes to the prompt
 
     def _show_prompt(self) -> None:
-        if self.interactive and sys.stdin.isatty():
+        if self.interactive and sys.stdin.isatty() and not (self.lines is not None and self.lines.edits):
             sys.stderr.write("> ")
             sys.stderr.flush()
 
@@ -310,9 +343,14 @@ class Console:
         assert self.session is not None
         self.turn_running, self.cancelled_at = True, None
         self.cancel_event.clear()
+        lines = self.lines if self.interactive and sys.stdin.isatty() else None  # a pipe's end is no Ctrl-D
+        if lines is not None:
+            lines.watch()
         try:
-            result = await self.session.prompt(text, self.renderer.update)
+            result = await self._until_end_of_input(self.session.prompt(text, self.renderer.update), lines)
         finally:
+            if lines is not None:
+                lines.unwatch()
             self.turn_running = False
             self._drop_question()
             self.renderer.end_line()
@@ -322,6 +360,29 @@ class Console:
             note = f"[{reason}, answered {(time.perf_counter() - self.cancelled_at) * 1000:.1f} ms after the cancel]"
         _note(note)
         return STOP_EXIT.get(reason, EXIT_ERROR)
+
+    async def _until_end_of_input(self, prompt: Awaitable[PromptResult], lines: LineSource | None) -> PromptResult:
+        """The turn's result; Ctrl-D meanwhile cancels it and waits at most END_CANCEL_WAIT_S for the answer."""
+        turn = asyncio.ensure_future(prompt)
+        if lines is None:
+            return await turn
+        ended = asyncio.ensure_future(lines.ended.wait())
+        try:
+            await asyncio.wait({turn, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+        if not turn.done() and self.session is not None:
+            self.cancelled_at = time.perf_counter()
+            self.cancel_event.set()
+            self._drop_question()
+            self.renderer.end_line()
+            _note("[end of input: session/cancel sent]")
+            self.session.cancel()
+            await asyncio.wait({turn}, timeout=END_CANCEL_WAIT_S)
+            if not turn.done():
+                turn.cancel()
+                _interrupt(f"end of input: no answer to the cancel within {END_CANCEL_WAIT_S:g} s")
+        return await turn
 
     async def command(self, line: str) -> bool:
         """Run a console command; False if ``line`` is a prompt for the agent."""
@@ -403,7 +464,7 @@ class Console:
         run_task = self.link.client._run_task
         while True:
             self._show_prompt()
-            line_task = asyncio.ensure_future(self.lines.get())
+            line_task = asyncio.ensure_future(self.lines.get("> "))
             waiting: set[asyncio.Future[Any]] = {line_task}
             if run_task is not None:
                 waiting.add(run_task)
@@ -520,6 +581,8 @@ async def _main(opts: Options) -> int:
         _note(f"acp-fast client: {why}")
         return EXIT_CANCELLED
     finally:
+        if console.lines is not None:
+            console.lines.close()
         if console.link is not None:
             await console.link.close()
 
