@@ -64,7 +64,8 @@ class Renderer:
         self._open: str | None = None  # "text" or "thought" while a stream of chunks is mid-line
         self._message: object = None  # the messageId of the user message being printed
         #: A question waiting for its answer on the terminal ("choose 1-2: "), its cursor mid-line:
-        #: whatever prints meanwhile starts on a line of its own, and the question is asked again below.
+        #: whatever prints first meanwhile starts on a line of its own. It is not asked again below:
+        #: the answer may already be typed (and echoed) while the update arrives.
         self.question: str | None = None
         self._question_shown = True
 
@@ -90,8 +91,6 @@ class Renderer:
             return
         self.end_line()
         self._write(text + "\n")
-        if self.question is not None:
-            self.ask(self.question)
 
     def ask(self, question: str) -> None:
         """Show ``question`` (on stderr, left mid-line for the answer) until :meth:`answered`."""
