@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.tools.client.console import Renderer
 from acp_fast.tools.client.options import (
     EXIT_CANCELLED,
     EXIT_DISCONNECTED,
@@ -33,6 +32,7 @@ from acp_fast.tools.client.options import (
     EXIT_REFUSAL,
     EXIT_USAGE,
 )
+from acp_fast.tools.client.render import Renderer
 
 ROOT = Path(__file__).resolve().parent.parent
 ACP_FAST = [sys.executable, "-m", "acp_fast"]
