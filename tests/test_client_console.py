@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.tools.client.console import Renderer
 from acp_fast.tools.client.options import (
     EXIT_CANCELLED,
     EXIT_DISCONNECTED,
@@ -33,6 +32,7 @@ from acp_fast.tools.client.options import (
     EXIT_REFUSAL,
     EXIT_USAGE,
 )
+from acp_fast.tools.client.render import Renderer
 
 ROOT = Path(__file__).resolve().parent.parent
 ACP_FAST = [sys.executable, "-m", "acp_fast"]
@@ -521,3 +521,47 @@ def test_terminal_agent_death_is_one_line_and_exit_7(tmp_path: Path) -> None:
         assert "Traceback" not in term.seen and "Fatal Python error" not in term.seen, term.seen
     finally:
         term.close()
+
+
+def test_a_normal_exit_closes_the_websocket_with_1000() -> None:
+    """The host counts a close code RFC 6455 forbids (1005 on the wire) as the client's protocol error."""
+    proc = subprocess.Popen(
+        [*DEMO, "--listen", "127.0.0.1:0", "--metrics"], env=_env(), stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], BOUND_S)
+        assert ready, "the host never announced itself"
+        match = re.search(r"127\.0\.0\.1:(\d+)", proc.stderr.readline())
+        assert match
+        port = int(match.group(1))
+        for _ in range(2):
+            done = client(f"ws://127.0.0.1:{port}/acp", "--prompt", "stream 1 1")
+            assert done.returncode == EXIT_OK, done
+        closes = _ws_closes_once_both_ended(port, 2)
+        assert closes == {"1000": 2}, closes
+    finally:
+        proc.terminate()
+        proc.wait(timeout=BOUND_S)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def _ws_closes_once_both_ended(port: int, ended: int) -> dict[str, float]:
+    """``acp_websocket_closes_total`` by code once ``ended`` connections are counted (a bounded poll)."""
+    import asyncio
+
+    from tests.test_metrics import http_get, samples
+
+    for _ in range(500):
+        status, text = asyncio.run(http_get(port))
+        assert status == 200
+        closes = {
+            dict(labels)["code"]: count
+            for (name, labels), count in samples(text).items()
+            if name == "acp_websocket_closes_total"
+        }
+        if sum(closes.values()) >= ended:
+            return closes
+    raise AssertionError(f"the host never counted {ended} closes")

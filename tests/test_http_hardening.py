@@ -500,8 +500,8 @@ def test_connection_ids_are_128_random_bits_never_logged_in_full(run: Any, caplo
             await asyncio.sleep(0.01)
         assert host.counts["http_connections"] == 0
 
-    with caplog.at_level(logging.DEBUG):
     # The idle bound must outlast an initialize answered on a loaded machine: the connection ends on it unread.
+    with caplog.at_level(logging.DEBUG):
         run(with_host(body, limits=Limits(ping_interval_s=0.5, ping_timeout_s=0.5)))
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
     assert len(set(ids)) == len(ids)

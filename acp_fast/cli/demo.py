@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,17 @@ def register(sub: argparse._SubParsersAction[Any], common: argparse.ArgumentPars
     demo.set_defaults(run=run)
 
 
+#: Printed when a person runs the demo at a terminal: it speaks JSON-RPC on stdio, not prose.
+TERMINAL_HINT = (
+    "acp-fast demo: this is an ACP agent speaking JSON-RPC on stdio, for an editor; "
+    "to talk to it yourself run: acp-fast client -- acp-fast demo"
+)
+
+
 def run(args: argparse.Namespace) -> None:
+    if not args.listen and sys.stdin.isatty():
+        sys.stderr.write(TERMINAL_HINT + "\n")
+        sys.stderr.flush()
     launch(args, lambda: _one(args.pace_ms), lambda: _per_connection(args.pace_ms))
 
 

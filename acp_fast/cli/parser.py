@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from .._version import __version__
 from ..agent import validate
+from ..wire.framing import FALLBACK_REASON
 from ..wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
 from . import bench, client, demo, options, serve, top
 
@@ -52,6 +53,11 @@ class _Version(argparse.Action):
         sys.stdout.write(
             f"acp-fast {__version__} (framer: {FRAMER_IMPLEMENTATION})\n--validate schema: {validate.describe()}\n"
         )
+        if FALLBACK_REASON is not None:  # the build's own warning is hidden by pip unless -v
+            sys.stderr.write(
+                f"WARNING: acp-fast runs on the pure-Python framer and decoder: {FALLBACK_REASON}; "
+                "reinstall with a C compiler for full speed\n"
+            )
         parser.exit()
 
 

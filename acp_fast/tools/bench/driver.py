@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -43,11 +44,16 @@ from typing import Any
 
 from ...wire.limits import MAX_SESSIONS
 from . import cancel_ignored
-from .probe import PROBE_TIMEOUT_S
+from .probe import PROBE_TIMEOUT_S, SESSION
 from .process import WAIT_TIMEOUT_S, log
 from .report import goals, meta, notes, plot, table
 from .runner import FULL, QUICK, Options, Runner, Sizes, session_budget
 from .targets import BUILTIN, TargetError, select_targets
+
+#: Lines of a broken agent's stderr shown when it could not open a session.
+STDERR_TAIL_LINES = 10
+#: How to get the plot's one dependency.
+PLOT_HINT = "pip install matplotlib (the plot extra)"
 
 
 class _AgentAction(argparse.Action):
@@ -126,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    if args.plot is not None and not args.no_plot and not _importable("matplotlib"):
+        print(f"acp-fast bench: --plot needs matplotlib, which is not installed: {PLOT_HINT}", file=sys.stderr)
+        return 2
     base = QUICK if args.quick else FULL
     sizes = Sizes(**{f: getattr(args, f) or getattr(base, f) for f in Sizes.__dataclass_fields__})
     wanted = [n.strip() for n in args.targets.split(",") if n.strip()]
@@ -167,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cheap = {name: sup.cheap_method for name, sup in runner.support.items()}
     report: dict[str, Any] = {"meta": meta(opts, argv, seconds, cheap), "results": runner.results}
     _publish(args, runner, names, cheap, report, seconds)
+    if _no_session(runner):
+        return 1
     if runner.failures:
         print(f"acp-fast bench: {runner.failures} scenario(s) failed; see FAILED above", file=sys.stderr)
         return 1
@@ -208,6 +219,28 @@ def _publish(
         png = args.plot or args.json.with_suffix(".png")
         if plot(runner.results, png):
             print(f"plot: {png}")
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _no_session(runner: Runner) -> bool:
+    """Name each target that never opened a session, with its own stderr; True if there was one."""
+    broken = False
+    for name, sup in runner.support.items():
+        if sup.has(SESSION):
+            continue
+        broken = True
+        print(f"acp-fast bench: {name} could not be benchmarked: {sup.lacking[SESSION]}", file=sys.stderr)
+        if sup.stderr_tail:
+            tail = sup.stderr_tail.splitlines()[-STDERR_TAIL_LINES:]
+            print(f"{name}'s stderr (last lines):", *(f"  {line}" for line in tail), sep="\n", file=sys.stderr)
+    return broken
 
 
 def _hosting(runner: Runner, sizes: Sizes) -> None:

@@ -54,6 +54,8 @@ class Support:
 
     lacking: dict[str, str] = field(default_factory=dict)
     modes: tuple[str, ...] = ()
+    #: What the probed process wrote to stderr, kept when it could not open a session (its own error).
+    stderr_tail: str = ""
 
     def lack(self, piece: str, reason: str) -> None:
         self.lacking.setdefault(piece, reason)
@@ -110,6 +112,8 @@ async def probe(target: Target, step_s: float = PROBE_TIMEOUT_S) -> Support:
             stuck = await _probe_pieces(a, sup)
         finally:
             await a.close(grace=0.0 if stuck else EXIT_TIMEOUT_S)
+    if not sup.has(SESSION):
+        sup.stderr_tail = a.stderr_tail().strip()
     reasons: dict[str, list[str]] = {}
     for piece, why in sup.lacking.items():
         reasons.setdefault(why, []).append(piece)

@@ -22,14 +22,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Awaitable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
 from ..._version import __version__
-from ...client.connection import ClientHandler, ClientSession, Params
+from ...client.connection import ClientHandler, ClientSession, Params, PromptResult
 from ...wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
 from ...wire.limits import Limits
 from .line_source import LineSource
@@ -47,88 +47,12 @@ from .options import (
     Usage,
     parser,
 )
+from .render import Renderer
+
+#: How long Ctrl-D during a turn waits for the cancelled turn's answer before the console ends anyway.
+END_CANCEL_WAIT_S = 2.0
 
 # -- output ---------------------------------------------------------------------------------
-
-
-class Renderer:
-    """Prints updates as they stream: text as text, everything else as one short line."""
-
-    def __init__(self, out: TextIO, quiet: bool) -> None:
-        self.out = out
-        self.quiet = quiet
-        self.dim = out.isatty() and os.environ.get("NO_COLOR") is None
-        self._open: str | None = None  # "text" or "thought" while a stream of chunks is mid-line
-
-    def _write(self, text: str) -> None:
-        if self.quiet:
-            return
-        try:
-            self.out.write(text)
-            self.out.flush()
-        except BrokenPipeError:
-            _output_gone()
-
-    def end_line(self) -> None:
-        if self._open is not None:
-            self._open = None
-            self._write("\n")
-
-    def line(self, text: str) -> None:
-        if self.quiet:
-            return
-        self.end_line()
-        self._write(text + "\n")
-
-    def update(self, update: Params) -> None:
-        if self.quiet:
-            return
-        kind = update.get("sessionUpdate")
-        content = update.get("content")
-        if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
-            text = _block_text(content)
-            mode = {"agent_message_chunk": "text", "agent_thought_chunk": "thought"}.get(str(kind), "user")
-            if mode != self._open:
-                self.end_line()
-                self._open = mode
-                if mode == "thought" and not self.dim:
-                    self._write("(thinking) ")
-                elif mode == "user":
-                    self._write("> ")
-            if mode == "thought" and self.dim:
-                text = f"\x1b[2m{text}\x1b[0m"
-            self._write(text)
-        elif kind == "tool_call":
-            status = update.get("status") or "pending"
-            self.line(f"[tool] {update.get('title', '?')} ({update.get('kind') or 'other'}, {status})")
-        elif kind == "tool_call_update":
-            extra = f" {update['title']}" if isinstance(update.get("title"), str) else ""
-            status = update.get("status") or "updated"
-            self.line(f"[tool] {update.get('toolCallId', '?')}{extra}: {status}")
-        elif kind == "plan":
-            entries = update.get("entries") or []
-            done = sum(1 for e in entries if isinstance(e, dict) and e.get("status") == "completed")
-            steps = "; ".join(
-                f"{e.get('content', '?')} ({e.get('status', '?')})" for e in entries if isinstance(e, dict)
-            )
-            self.line(f"[plan] {done}/{len(entries)} done: {steps}")
-        elif kind == "available_commands_update":
-            names = [c.get("name", "?") for c in update.get("availableCommands") or [] if isinstance(c, dict)]
-            self.line(f"[commands] {', '.join(names) or '(none)'}")
-        elif kind == "current_mode_update":
-            self.line(f"[mode] {update.get('currentModeId')}")
-        elif kind == "session_info_update" and update.get("title"):
-            self.line(f"[session] title: {update.get('title')}")
-        else:
-            self.line(f"[{kind}]")
-
-
-def _block_text(content: Any) -> str:
-    if isinstance(content, dict):
-        if content.get("type") == "text" and isinstance(content.get("text"), str):
-            return str(content["text"])
-        return f"[{content.get('type', '?')}]"
-    return ""
 
 
 def _note(text: str) -> None:
@@ -202,7 +126,7 @@ class Console:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.renderer = Renderer(sys.stdout, quiet=options.json)
+        self.renderer = Renderer(sys.stdout, quiet=options.json, on_gone=_output_gone)
         self.lines: LineSource | None = None
         self.link: Link | None = None
         self.session: ClientSession | None = None
@@ -252,14 +176,14 @@ class Console:
         if self.lines is None:
             self.lines = LineSource(asyncio.get_running_loop())
         while True:
-            sys.stderr.write(f"choose 1-{len(options)}: ")
-            sys.stderr.flush()
+            self.renderer.ask(f"choose 1-{len(options)}: ")
             line_task = self._question = asyncio.ensure_future(self.lines.get())
             cancel_task = asyncio.ensure_future(self.cancel_event.wait())
             try:
                 await asyncio.wait({line_task, cancel_task}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 self._question = None
+                self.renderer.answered()
             cancel_task.cancel()
             if not line_task.done() or line_task.cancelled():  # the turn was cancelled or ended: the spec's
                 line_task.cancel()  # answer for a pending question
@@ -301,7 +225,7 @@ class Console:
             question.cancel()  # synchronously: a line typed from now on goes to the prompt
 
     def _show_prompt(self) -> None:
-        if self.interactive and sys.stdin.isatty():
+        if self.interactive and sys.stdin.isatty() and not (self.lines is not None and self.lines.edits):
             sys.stderr.write("> ")
             sys.stderr.flush()
 
@@ -310,9 +234,14 @@ class Console:
         assert self.session is not None
         self.turn_running, self.cancelled_at = True, None
         self.cancel_event.clear()
+        lines = self.lines if self.interactive and sys.stdin.isatty() else None  # a pipe's end is no Ctrl-D
+        if lines is not None:
+            lines.watch()
         try:
-            result = await self.session.prompt(text, self.renderer.update)
+            result = await self._until_end_of_input(self.session.prompt(text, self.renderer.update), lines)
         finally:
+            if lines is not None:
+                lines.unwatch()
             self.turn_running = False
             self._drop_question()
             self.renderer.end_line()
@@ -322,6 +251,29 @@ class Console:
             note = f"[{reason}, answered {(time.perf_counter() - self.cancelled_at) * 1000:.1f} ms after the cancel]"
         _note(note)
         return STOP_EXIT.get(reason, EXIT_ERROR)
+
+    async def _until_end_of_input(self, prompt: Awaitable[PromptResult], lines: LineSource | None) -> PromptResult:
+        """The turn's result; Ctrl-D meanwhile cancels it and waits at most END_CANCEL_WAIT_S for the answer."""
+        turn = asyncio.ensure_future(prompt)
+        if lines is None:
+            return await turn
+        ended = asyncio.ensure_future(lines.ended.wait())
+        try:
+            await asyncio.wait({turn, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended.cancel()
+        if not turn.done() and self.session is not None:
+            self.cancelled_at = time.perf_counter()
+            self.cancel_event.set()
+            self._drop_question()
+            self.renderer.end_line()
+            _note("[end of input: session/cancel sent]")
+            self.session.cancel()
+            await asyncio.wait({turn}, timeout=END_CANCEL_WAIT_S)
+            if not turn.done():
+                turn.cancel()
+                _interrupt(f"end of input: no answer to the cancel within {END_CANCEL_WAIT_S:g} s")
+        return await turn
 
     async def command(self, line: str) -> bool:
         """Run a console command; False if ``line`` is a prompt for the agent."""
@@ -403,7 +355,7 @@ class Console:
         run_task = self.link.client._run_task
         while True:
             self._show_prompt()
-            line_task = asyncio.ensure_future(self.lines.get())
+            line_task = asyncio.ensure_future(self.lines.get("> "))
             waiting: set[asyncio.Future[Any]] = {line_task}
             if run_task is not None:
                 waiting.add(run_task)
@@ -520,6 +472,8 @@ async def _main(opts: Options) -> int:
         _note(f"acp-fast client: {why}")
         return EXIT_CANCELLED
     finally:
+        if console.lines is not None:
+            console.lines.close()
         if console.link is not None:
             await console.link.close()
 

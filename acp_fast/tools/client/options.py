@@ -41,7 +41,8 @@ HELP = """commands (anything else, including other /words, is a prompt for the a
   /mode ID     set the session's mode (session/set_mode)
   /help        this text
   Ctrl-C       during a turn: cancel it (session/cancel; again: stop waiting); at the prompt: clear the line
-  Ctrl-D       end
+  Ctrl-D       end (during a turn: cancel it first, waiting at most 2 s for its answer)
+  Up, Down     the prompts typed before (at a terminal, where Python has readline)
 """
 
 INSTALL_HINT = "install with pip install '.[server]' (from a clone or an sdist)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from picows import WSError, WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
+from picows import WSCloseCode, WSError, WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
 
 from ...client.connection import ClientHandler, ClientSideConnection
 from ...peer.connection import Connection
@@ -87,7 +87,9 @@ async def open_ws(
         ws.send(WSMsgType.TEXT, line)
 
     def close() -> None:
-        ws.send_close()
+        # picows' send_close() with no code writes 1005 on the wire, a code RFC 6455 reserves for
+        # "none was given" and forbids sending: servers count it as a protocol error.
+        ws.send_close(WSCloseCode.OK)
         ws.disconnect()
 
     control = MessageReadControl(raw.pause_reading, raw.resume_reading, ws.disconnect)
