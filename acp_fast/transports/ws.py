@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import cast
 
 from picows import WSCloseCode, WSFrame, WSListener, WSMsgType, WSTransport
 
@@ -124,9 +125,7 @@ class WsPeer(WSListener):
         self._awaiting_close_reply = False
         self._peer_closed = False
         self._drop_timer: asyncio.TimerHandle | None = None
-        self._read_buffer = ReadBufferRelease(limits.ws_buffer_release_s)
-        # Bound once, so a large read costs what it did when the release lived on the peer.
-        self._big_read: Callable[[], None] = self._read_buffer.after_big_read
+        self._read_buffer: ReadBufferRelease | None = None  # made at the first large read
         self.on_end: Callable[[WsPeer], None] | None = None
         self.faults = _UNHOSTED  # counts and logs what the client does wrong; the host sets its own
         #: Called once if ``first_method`` did not come within ``initialize_timeout_s`` (the host counts it).
@@ -135,7 +134,7 @@ class WsPeer(WSListener):
     # -- picows callbacks ------------------------------------------------------------------
     def on_ws_connected(self, transport: WSTransport) -> None:
         loop = asyncio.get_running_loop()
-        self.ws = self._read_buffer.ws = transport
+        self.ws = transport
         forget_upgrade(transport)
         deflate = self.deflate
         writer = Writer(loop, self.limits, frame_text if deflate is None else DeflateFraming(deflate))
@@ -198,7 +197,8 @@ class WsPeer(WSListener):
             self._drop_timer = None
         if self._gate is not None:
             self._gate.stop()
-        self._read_buffer.cancel()
+        if self._read_buffer is not None:
+            self._read_buffer.cancel()
         out, writer, conn = self.out, self.writer, self.conn
         if out is None or writer is None or conn is None:
             return
@@ -359,6 +359,12 @@ class WsPeer(WSListener):
             self.on_initialize_timeout()
         self.close(CLOSE_POLICY, f"{gate.method} not received in time".encode())
 
+    def _big_read(self) -> None:
+        """picows' read buffer grew for this read: its unused pages go back a little later."""
+        if self._read_buffer is None:  # frames come only after on_ws_connected set self.ws
+            self._read_buffer = ReadBufferRelease(cast(WSTransport, self.ws), self.limits.ws_buffer_release_s)
+        self._read_buffer.after_big_read()
+
     def _admit_first(self, payload: bytes | bytearray | memoryview) -> bool:
         """Until the first message that parses: is it ``first_method``? Else close 1002."""
         gate = self._gate
@@ -384,7 +390,7 @@ class WsPeer(WSListener):
     @property
     def released_bytes(self) -> int:
         """Read-buffer bytes given back to the OS so far (``release_pages``)."""
-        return self._read_buffer.released_bytes
+        return self._read_buffer.released_bytes if self._read_buffer is not None else 0
 
     @property
     def buffered_output(self) -> int:

@@ -4,8 +4,8 @@ Its own room because it is a rule about one moment of a connection's life,
 not about frames: until the first message that parses, that message's method
 is checked (another method closes 1002), and a socket that sends nothing of
 the kind within ``initialize_timeout_s`` holds a slot and serves nobody
-(1008). Once the method came, the peer drops its gate and the per-message
-path pays one ``is None`` test for it, as before.
+(1008). Once the method came, the peer drops its gate, and the per-message
+path pays one ``is None`` test for it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ front of each outgoing message (the Writer's framing strategies), the UTF-8
 rule for text (1007) and the status a client's close is answered with are
 functions of bytes, tested as such, and shared by the peer adapter
 (``ws.py``) and the output side (``ws_output.py``). The per-message path
-calls ``frame_text`` and ``valid_utf8`` as module functions, as before.
+calls ``frame_text`` and ``valid_utf8`` as plain module functions.
 """
 
 from __future__ import annotations

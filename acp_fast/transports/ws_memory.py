@@ -66,14 +66,18 @@ def release_pages(view: memoryview) -> int:
 
 
 class ReadBufferRelease:
-    """One connection's read-buffer release: after a large read, its unused pages go back a little later."""
+    """One connection's read-buffer release: after a large read, its unused pages go back a little later.
 
-    __slots__ = ("_delay_s", "_timer", "released_bytes", "ws")
+    A peer makes one at its first large read, so an idle connection that never
+    had one carries none.
+    """
 
-    def __init__(self, delay_s: float) -> None:
+    __slots__ = ("_delay_s", "_timer", "_ws", "released_bytes")
+
+    def __init__(self, ws: WSTransport, delay_s: float) -> None:
+        self._ws = ws
         self._delay_s = delay_s
         self._timer: asyncio.TimerHandle | None = None
-        self.ws: WSTransport | None = None  # set once the upgrade completed
         self.released_bytes = 0  # read-buffer pages given back to the OS (release_pages)
 
     def after_big_read(self) -> None:
@@ -94,8 +98,8 @@ class ReadBufferRelease:
         its size; a later large message touches the pages again.
         """
         self._timer = None
-        ws = self.ws
-        if ws is None or ws.is_disconnected:
+        ws = self._ws
+        if ws.is_disconnected:
             return
         protocol = ws.underlying_transport.get_protocol()
         get_buffer = getattr(protocol, "get_buffer", None)
