@@ -344,7 +344,7 @@ def _agent_factory(target: str, unstable: bool, strict: bool) -> Callable[[], Ag
 
 def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
     from .agent.serve import warn_if_fallback
-    from .hosting import ListenAddress, bearer_token, run_host
+    from .hosting import HostConfig, ListenAddress, bearer_token, run_host
 
     warn_if_fallback()
 
@@ -391,10 +391,9 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
     group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
 
     def serve(reuse_port: bool = False) -> int:
-        return run_host(
-            factory,
-            address,
-            limits,
+        config = HostConfig(
+            limits=limits,
+            listen=address,
             use_uvloop=not args.no_uvloop,
             authorize=authorize,
             allowed_origins=args.allow_origin,
@@ -409,6 +408,7 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
             metrics_group=group,
             proxies=proxies,
         )
+        return run_host(factory, config)
 
     if args.workers <= 1:
         status = serve()

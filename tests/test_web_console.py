@@ -153,7 +153,7 @@ def test_the_console_keeps_the_auth_hook(run: Any) -> None:
 
 def test_cli_flag_reaches_run_host_and_needs_listen(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    monkeypatch.setattr("acp_fast.hosting.run_host", lambda *_a, web_console=False, **_kw: seen.append(web_console))
+    monkeypatch.setattr("acp_fast.hosting.run_host", lambda _factory, config: seen.append(config.web_console))
     main(["demo", "--listen", "127.0.0.1:0"])
     main(["demo", "--listen", "127.0.0.1:0", "--web-console"])
     assert seen == [False, True]
