@@ -73,6 +73,7 @@ _HELP = {
     # WebSocket and live-connection admission
     "output_stall_timeout_s": "--listen: close a client whose output stays above the cap this long without shrinking",
     "max_metrics_connections": "--metrics-listen: scrapes served at once; more are closed unanswered",
+    "client_error_logs_per_min": "--listen: lines per minute about what clients did wrong; the rest are counted only",
     # HTTP front
     "max_unbound_sockets": "--listen: sockets not yet serving an ACP connection; the next gets 503",
     "http_request_timeout_s": "--listen: seconds an HTTP request body may take after its head (408 else)",
@@ -422,7 +423,8 @@ def _serve_network(args: argparse.Namespace, limits: Limits) -> None:
                          "use --metrics: the worker a scrape reaches answers for all of them")
     from .hosting.workers import run_workers, shared_session_store
 
-    bound = limits.shutdown_grace_s + limits.abort_join_s + limits.drain_flush_s
+    # The drain's bound, then abort_join_s more for the default executor's threads (agent/executor.py).
+    bound = limits.shutdown_grace_s + 2 * limits.abort_join_s + limits.drain_flush_s
     with contextlib.ExitStack() as stack:
         if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
             from .observability.group import metrics_group

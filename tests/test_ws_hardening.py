@@ -34,11 +34,13 @@ def text(message: Any) -> bytes:
     return client_frame(OP_TEXT, json.dumps(message).encode())
 
 
-async def raw_upgrade(host: AcpHost, extra: bytes = b"") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def raw_upgrade(
+    host: AcpHost, extra: bytes = b"", target: bytes = b"/acp"
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A bare socket, upgraded: the test writes frames byte for byte."""
     reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
     writer.write(
-        b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" + extra + b"\r\n"
     )
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
@@ -233,5 +235,35 @@ def test_the_clients_close_code_is_echoed_only_when_it_may_be_sent(run: Any, pay
         assert await close_status(reader) == expected
         writer.close()
         await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+# -- issue 38.7: an absolute-form target, as RFC 9112 3.2.2 says a server must take it --------------------
+
+
+@pytest.mark.parametrize("target", [b"http://127.0.0.1/acp", b"HTTP://example.test:8765/acp?x=1"])
+def test_an_upgrade_to_an_absolute_form_target_is_served_like_a_post_to_it(run: Any, target: bytes) -> None:
+    async def body(host: AcpHost) -> None:
+        reader, writer = await raw_upgrade(host, target=target)  # a 101, not a 404
+        writer.write(text(INIT))
+        answer = await answer_to(reader, 1)
+        assert answer["result"]["protocolVersion"] == 1, answer
+        writer.close()
+        await wait_counts_zero(host)
+
+    run(with_host(body))
+
+
+def test_an_upgrade_to_an_absolute_form_target_without_a_host_is_refused_400_like_a_post(run: Any) -> None:
+    async def body(host: AcpHost) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", host.port)
+        writer.write(
+            b"GET http:///acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        assert head.startswith(b"HTTP/1.1 400"), head
+        writer.close()
 
     run(with_host(body))

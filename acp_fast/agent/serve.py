@@ -20,8 +20,9 @@ from ..transports.loop import event_loop_factory
 from ..transports.stdio import connect_stdio
 from ..wire.framing import FALLBACK_REASON, new_framer
 from ..wire.framing import IMPLEMENTATION as FRAMER_IMPLEMENTATION
-from ..wire.limits import Limits
+from ..wire.limits import ABORT_JOIN_S, Limits
 from .base import Agent
+from .executor import DaemonThreadPool
 from .server import AgentServer
 
 log = logging.getLogger(__name__)
@@ -110,9 +111,10 @@ def run_agent(
     This is the blocking process entry: it runs its own event loop and
     returns when the session is over (in async code, ``await
     serve_stdio(agent)`` instead). The status is 0, or 1 when the shutdown
-    had to abandon tasks that ignored cancellation (R14): those are left
-    behind rather than awaited, since ``asyncio.run`` would wait for them
-    for ever.
+    had to abandon tasks that ignored cancellation, or threads of the default
+    executor still busy ``abort_join_s`` after the session (R14): those are
+    left behind rather than awaited, since ``asyncio.run`` would wait for
+    them for ever.
 
     ``freeze_gc`` moves everything alive at start-up out of the cyclic
     collector's sight (``gc.freeze``), so a full collection scans only what
@@ -132,21 +134,33 @@ def run_agent(
     log.info("event loop: %s; framer: %s", kind, FRAMER_IMPLEMENTATION)
     warn_if_fallback()
     runner = asyncio.Runner(loop_factory=factory)
-    return run_to_exit(runner, serve_stdio(agent, limits, on_server=on_server))
+    threads_join_s = (limits or Limits()).abort_join_s
+    return run_to_exit(runner, serve_stdio(agent, limits, on_server=on_server), threads_join_s=threads_join_s)
 
 
 def run_to_exit(
-    runner: asyncio.Runner, main: Coroutine[Any, Any, Any], join_s: float = 0.0, logger: logging.Logger = log
+    runner: asyncio.Runner,
+    main: Coroutine[Any, Any, Any],
+    join_s: float = 0.0,
+    logger: logging.Logger = log,
+    *,
+    threads_join_s: float = ABORT_JOIN_S,
 ) -> int:
-    """Run ``main`` on ``runner``, then close it; the exit status: 0, or 1 when tasks are left behind.
+    """Run ``main`` on ``runner``, then close it; the exit status: 0, or 1 when tasks or threads are left behind.
 
     Tasks still pending once ``main`` returned were abandoned by its shutdown
     (they ignored their cancellation): they are left, not awaited, since
     ``Runner.close`` would wait for ever. With ``join_s``, they are first
     cancelled and given that long, for tasks ``main`` never cancelled itself
-    (a library's, say), as ``Runner.close`` would.
+    (a library's, say), as ``Runner.close`` would. The loop's default
+    executor is a :class:`DaemonThreadPool`: its threads get
+    ``threads_join_s`` once ``main`` returned, and one still busy then is
+    named with its stack and left behind, where asyncio's own would hold the
+    exit for ever.
     """
+    threads = DaemonThreadPool(threads_join_s)
     try:
+        runner.get_loop().set_default_executor(threads)
         runner.run(main)
         loop = runner.get_loop()
         leftovers = {t for t in asyncio.all_tasks(loop) if not t.done()}
@@ -159,9 +173,10 @@ def run_to_exit(
         runner.close()
         raise
     if not leftovers:
-        runner.close()
-        return 0
+        runner.close()  # shuts the default executor down: bounded, see DaemonThreadPool
+        return 1 if threads.stuck else 0
     logger.error("%d task(s) ignored cancellation; exiting without them", len(leftovers))
+    threads.shutdown()
     _abandon(loop, leftovers)
     return 1
 

@@ -29,9 +29,11 @@ from typing import Any, Protocol, cast
 from picows import WSAutoPingStrategy, WSListener, WSUpgradeRequest, WSUpgradeResponseWithListener
 from picows.picows import WSProtocol  # type: ignore[attr-defined]  # public class, absent from the stubs
 
+from ..transports.client_faults import ClientFaults
 from ..wire.limits import Limits
 from . import forwarded, proxy_header
 from .forwarded import TrustedProxies
+from .picows_log import PicowsLog
 from .unbound import SocketAdmission, UnboundSockets, is_health_probe
 
 #: picows' answer to an upgrade request: a listener (101), a response (with or without one), None (404).
@@ -44,6 +46,7 @@ class FrontHost(Protocol):
     limits: Limits
     proxies: TrustedProxies
     unbound: UnboundSockets
+    client_faults: ClientFaults
 
     def route(self, request: WSUpgradeRequest, client: str) -> Route:
         """Answer a WebSocket upgrade request from ``client``."""
@@ -54,22 +57,10 @@ class FrontHost(Protocol):
     def count_refused(self, status: int) -> None:
         """A socket was answered ``status`` and closed before it reached either profile."""
 
+
 log = logging.getLogger(__name__)
 
 
-class _NoWireDumps(logging.LoggerAdapter[logging.Logger]):
-    """picows' logger, without its wire dumps (level 9, below DEBUG): they print request heads whole,
-    ``Authorization`` and the ``acp.bearer`` subprotocol (hosting/subprotocol.py) with them."""
-
-    def isEnabledFor(self, level: int) -> bool:
-        return level >= logging.DEBUG and self.logger.isEnabledFor(level)
-
-    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        if level >= logging.DEBUG:
-            super().log(level, msg, *args, **kwargs)
-
-
-_WS_LOGGER = _NoWireDumps(logging.getLogger("acp_fast.hosting.ws"), {})
 _HEAD_END = b"\r\n\r\n"
 _BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
 _BAD_PROXY_HEADER = (
@@ -152,7 +143,12 @@ class Front(asyncio.Protocol):
         host.unbound.front_closed(self)
         if end >= 0 and not bare and _is_websocket_upgrade(buf, end):
             hand_to_picows(
-                transport, bytes(buf), lambda request: host.route(request, client), host.limits, unix=self._unix
+                transport,
+                bytes(buf),
+                lambda request: host.route(request, client),
+                host.limits,
+                unix=self._unix,
+                faults=host.client_faults,
             )
         else:
             host.http_channel(transport, bytes(buf), self._peer, client)
@@ -238,14 +234,18 @@ def hand_to_picows(
     limits: Any,
     *,
     unix: bool,
+    faults: ClientFaults | None = None,
 ) -> None:
-    """Make picows' server protocol the socket's protocol and replay what the front read."""
+    """Make picows' server protocol the socket's protocol and replay what the front read.
+
+    ``faults``: where picows' reports of a client's bad frames go (hosting/picows_log.py).
+    """
     ws_protocol = WSProtocol(
         None,  # host+port: server side
         None,  # ws path: server side
         False,  # is_client_side
         route,
-        _WS_LOGGER,
+        PicowsLog(faults or ClientFaults()),  # one per connection: its client's bad frames are reported once
         True,  # disconnect_on_exception
         limits.handshake_timeout_s,
         True,  # enable_auto_ping

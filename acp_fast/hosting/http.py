@@ -129,12 +129,12 @@ def parse_head(head: bytes) -> Request:
         if _BAD_VALUE.search(value):
             raise BadRequest(400, "a header field value holds a control character")
         headers.append((name.lower(), value))
-    request = Request(method, _origin_form(method, target), version, headers)
+    request = Request(method, origin_form(method, target), version, headers)
     _framing(request)
     return request
 
 
-def _origin_form(method: bytes, target: bytes) -> bytes:
+def origin_form(method: bytes, target: bytes) -> bytes:
     """The path and query of an origin-form or absolute-form target (RFC 9112 §3.2: a server must take both)."""
     if target.startswith(b"/"):
         return target

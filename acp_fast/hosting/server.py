@@ -39,6 +39,7 @@ from picows import WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithLis
 
 from ..agent.serve import run_to_exit
 from ..extras import require
+from ..transports.client_faults import ClientFaults
 from ..transports.loop import event_loop_factory
 from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_POLICY, WsPeer
 from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
@@ -57,7 +58,7 @@ from .config import (
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
 from .front import Route as _Route
-from .http import HttpChannel, Request
+from .http import BadRequest, HttpChannel, Request, origin_form
 from .registry import Peer, PeerRegistry
 from .routes import Routes
 from .store import open_store
@@ -96,6 +97,7 @@ class AcpHost:
         self.registry = PeerRegistry()
         self.admission = Admission(config, self.registry)  # hosting/admission.py
         self.refused = self.admission.refused
+        self.client_faults = ClientFaults(limits.client_error_logs_per_min)  # transports/client_faults.py
         self.budget = ProcessBudget(limits)
         store = config.session_store
         self.detached = DetachedSessions(
@@ -231,7 +233,10 @@ class AcpHost:
     # -- the WebSocket upgrade -------------------------------------------------------------------
     def route(self, request: WSUpgradeRequest, client: str = "") -> _Route:
         """Answer an upgrade request; ``client`` is the peer's address ('' when unknown: a unix socket)."""
-        path = request.path.split(b"?", 1)[0]
+        try:  # absolute-form too (GET http://host/acp), as for any other request (hosting/http.py)
+            path = origin_form(b"GET", request.path).split(b"?", 1)[0]
+        except BadRequest as exc:
+            return self._refuse(400, str(exc), (), "")
         probe = self.routes.health(path)
         if probe is not None:
             return _plain(*probe)
@@ -258,6 +263,7 @@ class AcpHost:
             extra[EXTENSIONS_HEADER] = deflate.response
         peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key, client), deflate=deflate)
         peer.on_initialize_timeout = self._count_initialize_timeout
+        peer.faults = self.client_faults
         response = WSUpgradeResponse.create_101_response(extra)
         return WSUpgradeResponseWithListener(response, peer)
 
@@ -479,9 +485,9 @@ def run_host(
 ) -> int:
     """Serve until SIGTERM/SIGINT, then drain (R29); return the exit status, as ``run_agent`` does.
 
-    0, or 1 when the drain had to abandon tasks that ignored cancellation
-    (they are left behind, not awaited: ``Runner.close`` would wait for
-    ever). ``config.freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze``
+    0, or 1 when the drain had to abandon tasks that ignored cancellation or
+    executor threads that did not return (left behind: ``Runner.close`` would
+    wait for ever). ``config.freeze_gc`` is ``run_agent``'s opt-in ``gc.freeze``
     (process-wide, and a cycle frozen at start-up is never collected);
     ``acp-fast`` asks for it. The keyword form ``run_host(factory, address,
     limits, use_uvloop=..., reuse_port=..., ...)`` (every keyword a
@@ -502,7 +508,8 @@ def run_host(
         gc.freeze()  # see run_agent: what was imported lives as long as the process
     runner = asyncio.Runner(loop_factory=factory)
     # A closed socket's picows ping loop may still be pending after the drain: cancelled and joined there.
-    return run_to_exit(runner, _run(agent_factory, config, kind), config.limits.abort_join_s, log)
+    join_s = config.limits.abort_join_s
+    return run_to_exit(runner, _run(agent_factory, config, kind), join_s, log, threads_join_s=join_s)
 
 
 async def _run(agent_factory: AgentFactory, config: HostConfig, loop_kind: str) -> None:

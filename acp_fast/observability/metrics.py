@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 from ..agent.methods import AGENT_METHODS
 from ..agent.server import AgentServer
 from ..peer.connection import Connection, IncomingRequest, Meter
+from ..transports.client_faults import ClientFaults
 from ..wire import jsonrpc
 from ..wire.errors import PromptInProgress, ServerBusy, from_exception
 from ..wire.limits import Limits
@@ -242,6 +243,7 @@ class HostView(Protocol):
 
     refused: dict[int, int]
     draining: bool
+    client_faults: ClientFaults
 
 
 class _Attached(Protocol):
@@ -498,6 +500,12 @@ class AcpCollector(Collector):
         )
         per_client = {"per_principal": counts["refused_per_principal"], "per_address": counts["refused_per_address"]}
         yield _counter("acp_clients_refused", "Refused by a per-client cap", "limit", per_client)
+        yield _counter(
+            "acp_client_errors",
+            "What clients did wrong (logged at INFO, rate-limited), by reason",
+            "reason",
+            host.client_faults.counts,
+        )
 
 
 __all__ = ["AcpCollector", "Metrics", "Recorder", "TimedRequest", "buckets", "busy_reason", "method_label"]

@@ -52,10 +52,12 @@ from ..wire import jsonrpc
 from ..wire.errors import AcpError
 from ..wire.jsonrpc import Request
 from ..wire.limits import Limits
+from .client_faults import ClientFaults
 from .output_cap import OutputCap
 from .ws_deflate import InflateError, InflateTooBig, PerMessageDeflate, inflate
 
 log = logging.getLogger(__name__)
+_UNHOSTED = ClientFaults()  # a peer no host counts for
 
 #: Close codes the official SDKs use for the same situations.
 CLOSE_NORMAL = WSCloseCode.OK
@@ -352,6 +354,7 @@ class WsPeer(WSListener):
         self._release_timer: asyncio.TimerHandle | None = None
         self.released_bytes = 0  # read-buffer pages given back to the OS (release_pages)
         self.on_end: Callable[[WsPeer], None] | None = None
+        self.faults = _UNHOSTED  # counts and logs what the client does wrong; the host sets its own
         #: Called once if ``first_method`` did not come within ``initialize_timeout_s`` (the host counts it).
         self.on_initialize_timeout: Callable[[], None] | None = None
 
@@ -474,7 +477,7 @@ class WsPeer(WSListener):
     def _drop(self) -> None:
         ws = self.ws
         if ws is not None and not ws.is_disconnected:
-            log.info("connection %s: close handshake not finished in time; dropping it", self.connection_id)
+            self.faults.report("ws_close_timeout", "close not answered in time; dropping it", self.connection_id)
             ws.disconnect(graceful=False)
 
     def pause_writing(self) -> None:
@@ -555,7 +558,7 @@ class WsPeer(WSListener):
         if conn is None or self.ended:
             return
         if not valid_utf8(payload):
-            log.info("connection %s: a text message that is not UTF-8; closing 1007", self.connection_id)
+            self.faults.report("ws_invalid_text", "a text message that is not UTF-8; closing 1007", self.connection_id)
             self.close(CLOSE_INVALID_TEXT, b"text message is not valid UTF-8")
             return
         if self._first_method is not None and not self._admit_first(payload):
@@ -566,7 +569,7 @@ class WsPeer(WSListener):
         """A frame RFC 6455 forbids here: drop any half-read message and close 1002."""
         self._fragments = self._fragment_kind = None
         if not self.ended:
-            log.info("connection %s: %s; closing 1002", self.connection_id, reason.decode())
+            self.faults.report("ws_protocol", f"{reason.decode()}; closing 1002", self.connection_id)
         self.close(CLOSE_PROTOCOL_ERROR, reason)
 
     def _initialize_overdue(self) -> None:
@@ -574,12 +577,8 @@ class WsPeer(WSListener):
         self._init_timer = None
         if self.ended or self._first_method is None:
             return
-        log.info(
-            "connection %s: no %s within %.3g s; closing 1008",
-            self.connection_id,
-            self._first_method,
-            self.limits.initialize_timeout_s,
-        )
+        what = f"no {self._first_method} within {self.limits.initialize_timeout_s:.3g} s; closing 1008"
+        self.faults.report("ws_initialize_timeout", what, self.connection_id)
         if self.on_initialize_timeout is not None:
             self.on_initialize_timeout()
         self.close(CLOSE_POLICY, f"{self._first_method} not received in time".encode())
@@ -618,7 +617,8 @@ class WsPeer(WSListener):
                 self._init_timer.cancel()
                 self._init_timer = None
             return True
-        log.info("connection %s: first message was not %s; closing 1002", self.connection_id, self._first_method)
+        what = f"first message was not {self._first_method}; closing 1002"
+        self.faults.report("ws_first_message", what, self.connection_id)
         self.close(CLOSE_PROTOCOL_ERROR, f"the first message must be {self._first_method}".encode())
         return False
 

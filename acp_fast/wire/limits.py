@@ -206,6 +206,14 @@ OUTPUT_STALL_TIMEOUT_S = 30.0
 #: sockets hold tasks (each also bounded by ``handshake_timeout_s``).
 MAX_METRICS_CONNECTIONS = 8
 
+#: Lines a process logs per minute about what clients did wrong (a WebSocket
+#: protocol error, a message that is not UTF-8, no ``initialize`` in time).
+#: They are the clients' faults, logged at INFO, and any client can commit as
+#: many as it likes, so past this many in a minute they are only counted
+#: (``acp_client_errors_total``); the next line logged says how many were not.
+#: 0 logs none of them.
+CLIENT_ERROR_LOGS_PER_MIN = 10
+
 # -- HTTP front: the Streamable HTTP profile's sockets (hosting/http.py) ---------------------
 
 #: Accepted sockets not (yet) serving an ACP connection: reading their first
@@ -343,6 +351,7 @@ class Limits:
     output_stall_timeout_s: float = OUTPUT_STALL_TIMEOUT_S
     # Observability
     max_metrics_connections: int = MAX_METRICS_CONNECTIONS
+    client_error_logs_per_min: int = CLIENT_ERROR_LOGS_PER_MIN
     # HTTP front
     max_unbound_sockets: int = MAX_UNBOUND_SOCKETS
     http_request_timeout_s: float = HTTP_REQUEST_TIMEOUT_S
@@ -400,5 +409,6 @@ _ZERO_OK = frozenset(
         "sse_replay",
         "cors_max_age_s",
         "health_reserve_sockets",
+        "client_error_logs_per_min",
     }
 )
