@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .admission import Admission
-from .http import HttpChannel, Request, headers_map
+from .http import HttpChannel
+from .request import Request, headers_map
 from .web_console import WebConsole
 
 if TYPE_CHECKING:

@@ -58,8 +58,9 @@ from .config import (
 from .detached import DetachedSessions, HostedAgentServer
 from .front import Front
 from .front import Route as _Route
-from .http import BadRequest, HttpChannel, Request, origin_form
+from .http import HttpChannel
 from .registry import Peer, PeerRegistry
+from .request import BadRequest, Request, origin_form
 from .routes import Routes
 from .store import open_store
 from .streamable import StreamableHttp

@@ -23,8 +23,9 @@ from . import cors
 from .admission import Admission, Head, Refused
 from .config import CONNECTION_ID_HEADER, SESSION_ID_HEADER
 from .forwarded import client_address
-from .http import HttpChannel, Request, StreamSink, header_pairs, headers_map
+from .http import HttpChannel, StreamSink
 from .registry import PeerRegistry
+from .request import Request, header_pairs, headers_map
 
 if TYPE_CHECKING:
     from ..observability.access_log import AccessLog
