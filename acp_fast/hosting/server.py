@@ -1,26 +1,20 @@
-"""Many ACP connections in one process over WebSocket, on one ``/acp`` endpoint (R27-R29).
+"""Many ACP connections in one process over WebSocket and Streamable HTTP, on one ``/acp`` endpoint (R27-R29).
 
 One ``AcpHost`` listens on TCP or a unix socket; every accepted socket starts
 with the front (hosting/front.py), which reads the request head and gives the
-socket to picows (a WebSocket upgrade) or to the HTTP/1.1 channel (health
-probes, everything else). ``GET /acp`` with
-``Upgrade: websocket`` becomes one ACP connection: its own agent instance
-(from the factory), Connection, control lane, 32-slot pool and session table,
-exactly as over stdio (R27); the ``101`` carries a fresh ``Acp-Connection-Id``
-(a label for logs and affinity, never a credential). Before the upgrade the
-request passes, in order: one ``Authorization`` header at most (400), the
-Origin allow-list (403, hosting/cors.py), a token offered as a subprotocol
-(400 if unreadable, hosting/subprotocol.py), the auth hook (401), the drain
-state, the connection limit and the per-principal limit (503), so a refused
-client costs one HTTP exchange and no ACP state. An upgraded socket that sends
-no ``initialize`` within ``initialize_timeout_s`` is closed 1008.
+socket to picows (a WebSocket upgrade, answered by hosting/upgrade.py) or to
+the HTTP/1.1 channel (hosting/http.py: the Streamable HTTP profile in
+hosting/streamable.py, health probes, metrics and the console in
+hosting/routes.py). Both profiles admit a connection through one
+``Admission`` (hosting/admission.py), before any ACP state exists. Each ACP
+connection has its own agent instance (from the factory), Connection, control
+lane, 32-slot pool and session table, exactly as over stdio (R27); the live
+ones are a ``PeerRegistry`` (hosting/registry.py).
 
-``GET /healthz`` answers 200 while the process runs; ``GET /readyz`` 200
-while it accepts connections and 503 once it drains. ``drain`` (SIGTERM in
-``run_host``) refuses new connections, ends every connection the way EOF
-does (running prompts are cancelled and answered ``cancelled``, R13-R15),
-closes each socket with 1001 after its last answer, and returns within
-``shutdown_grace_s + abort_join_s + drain_flush_s`` (R29).
+``drain`` (SIGTERM in ``run_host``) refuses new connections, ends every
+connection the way EOF does (running prompts are cancelled and answered
+``cancelled``, R13-R15), closes each socket with 1001 after its last answer,
+and returns within ``shutdown_grace_s + abort_join_s + drain_flush_s`` (R29).
 """
 
 from __future__ import annotations
@@ -31,21 +25,17 @@ import gc
 import logging
 import signal
 import sys
-import uuid
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from picows import WSUpgradeRequest, WSUpgradeResponse, WSUpgradeResponseWithListener
+from picows import WSUpgradeRequest
 
 from ..agent.serve import run_to_exit
 from ..extras import require
 from ..transports.client_faults import ClientFaults
 from ..transports.loop import event_loop_factory
 from ..transports.ws import CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_POLICY, WsPeer
-from ..transports.ws_deflate import EXTENSIONS_HEADER, negotiate
 from ..wire.limits import Limits
-from . import subprotocol
-from .admission import Admission, Head, Refused
+from .admission import Admission
 from .budget import HostedPool, HostedSessionTable, ProcessBudget
 from .config import (
     CONNECTION_ID_HEADER,
@@ -60,11 +50,12 @@ from .front import Front
 from .front import Route as _Route
 from .http import HttpChannel
 from .registry import Peer, PeerRegistry
-from .request import BadRequest, Request, origin_form
+from .request import Request
 from .routes import Routes
 from .store import open_store
 from .streamable import StreamableHttp
 from .unbound import UnboundSockets
+from .upgrade import WebSocketUpgrade
 from .web_console import WebConsole, loopback_origins
 
 if TYPE_CHECKING:
@@ -73,9 +64,6 @@ if TYPE_CHECKING:
     from ..observability.tracing import Tracing
 
 log = logging.getLogger(__name__)
-
-_UPGRADE_REQUIRED = (("Upgrade", "websocket"), ("Connection", "Upgrade"))
-
 
 class AcpHost:
     """Serves one agent class to many WebSocket and Streamable HTTP clients in this process.
@@ -110,7 +98,6 @@ class AcpHost:
         self._server: asyncio.Server | None = None
         self._drained: asyncio.Event | None = None
         self.accepted = 0
-        self.initialize_timeouts = 0
         self.web_console = WebConsole() if config.web_console else None  # GET / (hosting/web_console.py)
         # GET /metrics (metrics) and/or a listener of its own (metrics_listen): observability/metrics.py.
         self.metrics_listen = config.metrics_address
@@ -124,6 +111,7 @@ class AcpHost:
         self.routes = Routes(self.admission, limits, self.web_console, config.metrics)  # hosting/routes.py
         self.routes.metrics = self.metrics
         self.http = StreamableHttp(self)  # hosting/streamable.py
+        self.ws = WebSocketUpgrade(self)  # hosting/upgrade.py
 
     @property
     def draining(self) -> bool:
@@ -233,59 +221,10 @@ class AcpHost:
 
     # -- the WebSocket upgrade -------------------------------------------------------------------
     def route(self, request: WSUpgradeRequest, client: str = "") -> _Route:
-        """Answer an upgrade request; ``client`` is the peer's address ('' when unknown: a unix socket)."""
-        try:  # absolute-form too (GET http://host/acp), as for any other request (hosting/http.py)
-            path = origin_form(b"GET", request.path).split(b"?", 1)[0]
-        except BadRequest as exc:
-            return self._refuse(400, str(exc), (), "")
-        probe = self.routes.health(path)
-        if probe is not None:
-            return _plain(*probe)
-        if path != self.path:
-            return None  # 404
-        headers = request.headers
-        protocols = headers.getall(subprotocol.PROTOCOL_HEADER, [])
-        admitted = self.admission.check(Head(headers.items(), headers, client, protocols))
-        if isinstance(admitted, Refused):
-            return self._refuse(admitted.status, admitted.reason, admitted.headers, client)
-        if "websocket" not in headers.get("Upgrade", "").lower():
-            return self._refuse(426, "this server offers ACP over WebSocket only", _UPGRADE_REQUIRED, client)
-        principal = admitted.principal
-        key = self.admission.room(principal, client)
-        if isinstance(key, Refused):
-            return self._refuse(key.status, key.reason, key.headers, client)
-        connection_id = uuid.uuid4().hex
-        extra = {CONNECTION_ID_HEADER: connection_id}
-        offer = admitted.offer
-        if offer is not None and offer.protocol is not None:
-            extra[subprotocol.PROTOCOL_HEADER] = offer.protocol  # one the client offered, never the bearer entry
-        deflate = negotiate(headers.getall(EXTENSIONS_HEADER, [])) if self.limits.ws_deflate else None
-        if deflate is not None:
-            extra[EXTENSIONS_HEADER] = deflate.response
-        peer = WsPeer(connection_id, self.limits, lambda p: self._start_ws(p, principal, key, client), deflate=deflate)
-        peer.on_initialize_timeout = self._count_initialize_timeout
-        peer.faults = self.client_faults
-        response = WSUpgradeResponse.create_101_response(extra)
-        return WSUpgradeResponseWithListener(response, peer)
-
-    def _count_initialize_timeout(self) -> None:
-        self.initialize_timeouts += 1
-
-    def _refuse(
-        self, status: int, reason: str, headers: tuple[tuple[str, str], ...], client: str
-    ) -> WSUpgradeResponseWithListener:
-        self.count_refused(status)
-        if self.access_log is not None:
-            self.access_log.ws_refused(self.path.decode(), status, client)
-        response = WSUpgradeResponse.create_error_response(
-            HTTPStatus(status), f"{reason}\n".encode(), dict(headers) if headers else None
-        )
-        return WSUpgradeResponseWithListener(response, None)
+        """Answer an upgrade request (hosting/upgrade.py); ``client`` is the peer's address ('' on a unix socket)."""
+        return self.ws.route(request, client)
 
     # -- one connection -------------------------------------------------------------------------------
-    def _start_ws(self, peer: WsPeer, principal: str | None, key: str | None, client: str) -> None:
-        self.start_peer(peer, principal, key, client)
-
     def start_peer(self, peer: Peer, principal: str | None, key: str | None = None, client: str = "") -> bool:
         """A connection begins (upgrade completed, or initialize POSTed): one agent, one AgentServer, one task.
 
@@ -412,7 +351,7 @@ class AcpHost:
             "accepted": self.accepted,
             **{name: peers[name] for name in _PEER_COUNTS},
             "refused_per_principal": self.admission.refused_per_principal,
-            "initialize_timeouts": self.initialize_timeouts,
+            "initialize_timeouts": self.ws.initialize_timeouts,
             "refused_per_address": self.unbound.refused_per_address,
         }
 
@@ -440,14 +379,6 @@ def _open_tracing(tracer_provider: Any) -> Tracing:
     from ..observability.tracing import Tracing
 
     return Tracing(tracer_provider)
-
-
-def _plain(status: int, body: bytes) -> WSUpgradeResponseWithListener:
-    if status == HTTPStatus.OK:
-        response = WSUpgradeResponse.create_ok_response(body)
-    else:
-        response = WSUpgradeResponse.create_error_response(HTTPStatus(status), body, {"Content-Type": "text/plain"})
-    return WSUpgradeResponseWithListener(response, None)
 
 
 async def serve_ws(
