@@ -456,7 +456,7 @@ async def _run(agent_factory: AgentFactory, config: HostConfig, loop_kind: str) 
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     address = config.listen
     where = str(address) if address.unix_path else f"{address.host or '*'}:{host.port}"
-    banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at /acp ({loop_kind} loop)"
+    banner = f"acp-fast: serving ACP over WebSocket and Streamable HTTP on {where} at {config.path} ({loop_kind} loop)"
     print(banner, file=sys.stderr, flush=True)  # after the handlers: a signal sent on seeing it drains
     if config.web_console and not address.unix_path:
         name = address.host if address.host and address.host not in ("0.0.0.0", "::") else "127.0.0.1"
