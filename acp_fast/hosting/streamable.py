@@ -113,16 +113,23 @@ class StreamableHttp:
         if connection_id is None:
             self._refuse(channel, 400, "Missing Acp-Connection-Id")
             return
-        peer = self.registry.http_peer(connection_id, principal)
+        peer = self._bound_peer(channel, connection_id, principal)
         if peer is None:
-            self._refuse(channel, 404, "Unknown Acp-Connection-Id")
             return
-        self.host.bind(channel)
         if method == b"DELETE":
             channel.respond(202)
             peer.end()
             return
         self._open_stream(channel, peer, headers.get(SESSION_ID_HEADER), headers.get("Last-Event-ID"))
+
+    def _bound_peer(self, channel: HttpChannel, connection_id: str, principal: str | None) -> SsePeer | None:
+        """The connection the request names, its socket now bound to it; None: answered 404 (unknown)."""
+        peer = self.registry.http_peer(connection_id, principal)
+        if peer is None:
+            self._refuse(channel, 404, "Unknown Acp-Connection-Id")
+            return None
+        self.host.bind(channel)
+        return peer
 
     def refuse(self, channel: HttpChannel, refused: Refused) -> None:
         """Answer an admission refusal."""
@@ -175,11 +182,9 @@ class StreamableHttp:
         if is_initialize:
             self._refuse(channel, 400, "initialize is not allowed on an existing connection")
             return
-        peer = self.registry.http_peer(connection_id, principal)
+        peer = self._bound_peer(channel, connection_id, principal)
         if peer is None:
-            self._refuse(channel, 404, "Unknown Acp-Connection-Id")
             return
-        self.host.bind(channel)
         session = headers.get(SESSION_ID_HEADER)
         wrong = peer.router.check(message, session)
         if wrong is not None:
