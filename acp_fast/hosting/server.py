@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 class AcpHost:
     """Serves one agent class to many WebSocket and Streamable HTTP clients in this process.
 

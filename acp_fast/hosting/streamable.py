@@ -275,4 +275,3 @@ def _responder(channel: HttpChannel, content_type: str = "text/plain") -> Respon
         channel.respond(status, body, headers, content_type=content_type)
 
     return respond
-
