@@ -8,7 +8,7 @@ acp_fast's real ReadProtocol -> Connection -> AgentServer -> Writer chain
 with one such pipe in and one out, and the SDK's AgentSideConnection over an
 ``asyncio.StreamReader`` fed directly and a ``StreamWriter`` over such a pipe
 that collects the bytes. Both serve the same demo logic (acp_fast.demo.DemoAgent,
-acp_fast/bench/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
+acp_fast/tools/bench/sdk_demo_agent.py). One benchmark round feeds a batch of lines in
 one chunk (as one pipe read would deliver them) and runs the loop until
 every answer has been written; ``extra_info`` gives the per-message median
 and ``correct`` says whether every answer was the expected one.
@@ -34,12 +34,12 @@ import pytest
 import uvloop
 
 from acp_fast.agent.server import AgentServer
-from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
 from acp_fast.demo import DemoAgent
 from acp_fast.peer.connection import Connection
 from acp_fast.peer.memory import MemoryTransport, Unwatched
 from acp_fast.peer.reader import ReadProtocol
 from acp_fast.peer.writer import Writer
+from acp_fast.tools.bench.sdk_demo_agent import SdkDemoAgent
 from acp_fast.wire.framing import LineFramer
 from acp_fast.wire.limits import Limits
 

@@ -2,7 +2,7 @@
 
     python benchmarks/pipelined_ratios.py --agent "python benchmarks/demo_bound_agent.py" --label bound
 
-The echo floor (``acp_fast/bench/echo_floor.py``) answers ``session/new``
+The echo floor (``acp_fast/tools/bench/echo_floor.py``) answers ``session/new``
 with a constant and keeps nothing. Every ACP agent does more per session,
 and the goal "``session/new`` at half the floor's rate" is read on the demo
 agent, so this agent measures where that goal sits: the floor's loop and
@@ -34,8 +34,8 @@ import orjson
 import uvloop
 
 from acp_fast.agent.sessions import Session
-from acp_fast.bench import echo_floor
 from acp_fast.demo import DemoAgent
+from acp_fast.tools.bench import echo_floor
 
 _NL = orjson.OPT_APPEND_NEWLINE
 

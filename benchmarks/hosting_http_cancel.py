@@ -7,7 +7,7 @@ process on uvloop, ``--cancels`` times per profile: starts a long streaming
 prompt, waits for its first update, sends ``session/cancel`` and times until
 the ``cancelled`` answer arrives (p50/p99, microseconds).
 
-- WebSocket: the picows client of acp_fast/bench/hosting.py (as
+- WebSocket: the picows client of acp_fast/tools/bench/hosting.py (as
   ``benchmarks/hosting_idle.py`` measures it).
 - Streamable HTTP: a raw HTTP/1.1 client on keep-alive sockets: the POSTs on
   one socket, the session's event stream on another; the time runs from
@@ -26,7 +26,7 @@ import json
 import statistics
 import time
 
-from acp_fast.bench.hosting import demo_server_argv, free_port, measure_host, wait_listening
+from acp_fast.tools.bench.hosting import demo_server_argv, free_port, measure_host, wait_listening
 
 
 class _Http:

@@ -4,7 +4,7 @@
 
 Starts ``acp-fast demo --listen 127.0.0.1:PORT`` (uvloop) and, with
 ``--sdk``, the official Python SDK's ASGI app (``acp.http.asgi``, its
-WebSocket profile) serving acp_fast/bench/sdk_demo_agent.py under uvicorn
+WebSocket profile) serving acp_fast/tools/bench/sdk_demo_agent.py under uvicorn
 (uvloop, ``websockets``, no compression) for comparison, and with ``--ts``
 the official TypeScript SDK's ``AcpServer`` on Node with ``ws``
 (tests/interop/ts_bench_agent.mjs, same agent behaviour; needs ``node`` and
@@ -18,9 +18,9 @@ the official TypeScript SDK's ``AcpServer`` on Node with ``ws``
   waits for its first update, sends ``session/cancel`` and times until the
   ``cancelled`` answer (p50/p99, microseconds);
 - the floors: the same client's round trip to a bare picows echo server
-  (2 KiB initial read buffer, ``python -m acp_fast.bench.hosting --echo``), the
+  (2 KiB initial read buffer, ``python -m acp_fast.tools.bench.hosting --echo``), the
   yardstick of the cancel goal; and the same cancel timed against the WebSocket
-  floor agent (acp_fast/bench/ws_floor.py: picows + orjson answering the same
+  floor agent (acp_fast/tools/bench/ws_floor.py: picows + orjson answering the same
   prompts with nothing else), for same-run ratios;
 - with ``--updates N``: ``session/update`` frames received per second while
   1 connection streams N updates, and while 100 connections stream N/100
@@ -35,7 +35,7 @@ by a ``websockets`` client that offers permessage-deflate, against the server
 without ``--ws-deflate`` (the offer declined) and with it (agreed, requests
 and answers compressed).
 
-The connection, cancel and floor measurements are acp_fast/bench/hosting.py's
+The connection, cancel and floor measurements are acp_fast/tools/bench/hosting.py's
 and ws_load.py's, shared with ``acp-fast bench --hosting``. The machine is
 shared and has 2 cores: quote ratios from one run.
 """
@@ -55,8 +55,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from acp_fast.bench import hosting_ts
-from acp_fast.bench.hosting import (
+from acp_fast.tools.bench import hosting_ts
+from acp_fast.tools.bench.hosting import (
     demo_server_argv,
     echo_rtt,
     echo_server_argv,
@@ -66,7 +66,7 @@ from acp_fast.bench.hosting import (
     rss_kib,
     ws_floor_argv,
 )
-from acp_fast.bench.ws_load import cancel_latency, updates_per_s
+from acp_fast.tools.bench.ws_load import cancel_latency, updates_per_s
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A hang guard over one throughput measurement.
@@ -142,7 +142,7 @@ def _sdk_server(port: int) -> None:
     import uvicorn
     from acp.http.asgi import create_asgi_app
 
-    from acp_fast.bench.sdk_demo_agent import SdkDemoAgent
+    from acp_fast.tools.bench.sdk_demo_agent import SdkDemoAgent
 
     def factory(conn: Any) -> Any:
         agent = SdkDemoAgent()

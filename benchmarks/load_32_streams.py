@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from acp_fast.bench.stats import PERCENTILE_DEFINITION, percentile
+from acp_fast.tools.bench.stats import PERCENTILE_DEFINITION, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 

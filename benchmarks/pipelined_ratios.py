@@ -27,9 +27,9 @@ from dataclasses import replace
 import orjson
 import uvloop
 
-from acp_fast.bench.probe import probe
-from acp_fast.bench.runner import FULL, Options, Runner
-from acp_fast.bench.targets import NO_HOOK_SCENARIO, select_targets
+from acp_fast.tools.bench.probe import probe
+from acp_fast.tools.bench.runner import FULL, Options, Runner
+from acp_fast.tools.bench.targets import NO_HOOK_SCENARIO, select_targets
 
 ROWS = {"set_mode": "requests_per_s", "session/new": "sessions_per_s", "session/new, no hook": NO_HOOK_SCENARIO}
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from acp_fast.bench.report import ROWS, goals
+from acp_fast.tools.bench.report import ROWS, goals
 
 
 def _value(results: dict[str, Any], scenario: str, target: str, key: str) -> float | None:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from acp_fast.bench.hosting import rss_kib
+from acp_fast.tools.bench.hosting import rss_kib
 
 SERVER = """
 import asyncio, sys

@@ -113,7 +113,7 @@ def _child(name: str, port: int) -> None:
 async def _measure(port: int, pid: int, rounds: int, idle: int) -> dict[str, float]:
     from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
 
-    from acp_fast.bench.hosting import rss_kib  # here: the measured servers are children of this file
+    from acp_fast.tools.bench.hosting import rss_kib  # here: the measured servers are children of this file
 
     class Client(WSListener):
         def __init__(self) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.bench import driver, hosting
 from acp_fast.extras import install_hint
+from acp_fast.tools.bench import driver, hosting
 
 
 @pytest.mark.slow

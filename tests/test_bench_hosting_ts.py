@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from acp_fast.bench import driver, hosting, hosting_ts
+from acp_fast.tools.bench import driver, hosting, hosting_ts
 
 
 def _need_ts_agent() -> None:
@@ -29,6 +29,11 @@ def _need_ts_agent() -> None:
         if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
             pytest.fail(f"the TypeScript hosting target cannot run under CI: {why}")
         pytest.skip(why)
+
+
+def test_the_ts_agent_script_is_found_in_the_checkout() -> None:
+    """The bench finds the agent script from its own module, wherever that module sits in the package."""
+    assert Path(__file__).resolve().parent / "interop" / "ts_bench_agent.mjs" == hosting_ts.AGENT
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """Smoke run of ``acp-fast bench`` with tiny counts: every scenario runs and every answer is right.
 
 It runs the floor and the SDK peer agent from where the package ships them
-(acp_fast/bench/), as an installed wheel would. It checks that the driver,
+(acp_fast/tools/bench/), as an installed wheel would. It checks that the driver,
 the SDK demo agent and the floor still speak the protocol (each cancel
 answered "cancelled", each set_mode answered, every streamed update
 counted), never how fast they are: timings are not asserted.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.bench.stats import PERCENTILE_DEFINITION
-from acp_fast.bench.targets import AGENTS_DIR, FLOOR_SCRIPT, NO_HOOK_SCENARIO, SDK_SCRIPT
+from acp_fast.tools.bench.stats import PERCENTILE_DEFINITION
+from acp_fast.tools.bench.targets import AGENTS_DIR, FLOOR_SCRIPT, NO_HOOK_SCENARIO, SDK_SCRIPT
 
 SCENARIOS = [
     "handshake",
@@ -39,7 +39,7 @@ TINY = ["--cancels", "3", "--controls", "3", "--pipelined", "300", "--updates-on
 @pytest.mark.slow
 def test_bench_runs_every_scenario_on_every_target_with_correct_answers(tmp_path: Path) -> None:
     assert FLOOR_SCRIPT.exists() and SDK_SCRIPT.exists()
-    assert AGENTS_DIR.name == "bench" and AGENTS_DIR.parent.name == "acp_fast"
+    assert AGENTS_DIR.parts[-3:] == ("acp_fast", "tools", "bench")
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "acp_fast", "bench", *TINY, "--json", str(out), "--no-plot"],

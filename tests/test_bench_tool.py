@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from acp_fast.bench import driver, targets
-from acp_fast.bench.probe import NEEDS, modes_of
-from acp_fast.bench.report import goals, table
-from acp_fast.bench.runner import FULL, QUICK, session_budget
-from acp_fast.bench.stats import Bursts, Rate, percentile
 from acp_fast.extras import install_hint
+from acp_fast.tools.bench import driver, targets
+from acp_fast.tools.bench.probe import NEEDS, modes_of
+from acp_fast.tools.bench.report import goals, table
+from acp_fast.tools.bench.runner import FULL, QUICK, session_budget
+from acp_fast.tools.bench.stats import Bursts, Rate, percentile
 from acp_fast.wire.limits import MAX_SESSIONS
 
 PARTIAL = Path(__file__).parent / "bench_agents" / "partial_agent.py"
@@ -219,7 +219,7 @@ def test_cancel_ignored_scenario_acp_fast_answers_at_the_grace_and_the_sdk_row_s
     nothing of the turn after it; the SDK's same body runs about 4 s, so a 3 s wait reports no answer."""
     import asyncio
 
-    from acp_fast.bench import cancel_ignored
+    from acp_fast.tools.bench import cancel_ignored
 
     grace_s, wait_s = 0.05, 3.0
     row = asyncio.run(cancel_ignored.run(sys.executable, 2, 1, grace_s=grace_s, wait_s=wait_s))

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fast.client.console import (
+from acp_fast.tools.client.console import Renderer
+from acp_fast.tools.client.options import (
     EXIT_CANCELLED,
     EXIT_DISCONNECTED,
     EXIT_ERROR,
@@ -31,7 +32,6 @@ from acp_fast.client.console import (
     EXIT_OK,
     EXIT_REFUSAL,
     EXIT_USAGE,
-    Renderer,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

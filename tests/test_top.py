@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("prometheus_client")
 
 from acp_fast.hosting import AcpHost
-from acp_fast.observability.top import frame, quantile, scrape
+from acp_fast.tools.top import frame, quantile, scrape
 from tests.host_helpers import with_host
 from tests.ws_helpers import WsClient
 

@@ -1,12 +1,12 @@
 // The demo agent's benchmark behaviour written on the official ACP TypeScript SDK 2.4.0 and served by
 // its experimental `AcpServer` over WebSocket (the `ws` package, no permessage-deflate), for the
-// hosting bench (acp_fast/bench/hosting.py, benchmarks/hosting_idle.py --ts).
+// hosting bench (acp_fast/tools/bench/hosting.py, benchmarks/hosting_idle.py --ts).
 //
 //   node tests/interop/ts_bench_agent.mjs [--port N]
 //
 // Serves ws://127.0.0.1:PORT/acp. Without --port (or with 0) it takes any free port and prints
 // `listening PORT` on stdout once it accepts connections.
-// Same wire behaviour as acp_fast/bench/sdk_demo_agent.py: initialize, session/new (modes ask/code, a
+// Same wire behaviour as acp_fast/tools/bench/sdk_demo_agent.py: initialize, session/new (modes ask/code, a
 // model config option, then an available_commands_update), session/set_mode,
 // session/set_config_option, session/cancel and session/prompt with `stream N DELAY_MS` (N
 // agent_message_chunk updates, waiting DELAY_MS after each and yielding to the event loop even at 0,

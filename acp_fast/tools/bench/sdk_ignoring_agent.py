@@ -1,8 +1,8 @@
 """The "cancel, agent ignores it" agent on the official Python SDK (``acp-fast bench --cancel-ignored``).
 
-    python -P acp_fast/bench/sdk_ignoring_agent.py      # needs the bench extra (the official SDK)
+    python -P acp_fast/tools/bench/sdk_ignoring_agent.py      # needs the bench extra (the official SDK)
 
-The same body as acp_fast/bench/cancel_ignored.py's ``IgnoringAgent``: its
+The same body as acp_fast/tools/bench/cancel_ignored.py's ``IgnoringAgent``: its
 prompt loops STEPS times over ``await asyncio.sleep(STEP_S)`` inside
 ``contextlib.suppress(CancelledError)``, one ``agent_message_chunk`` per
 step, then ends the turn. ``session/cancel`` cancels the prompt's task, as

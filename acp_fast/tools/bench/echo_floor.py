@@ -1,6 +1,6 @@
 """The floor for ``acp-fast bench``: the least a Python process can do per message.
 
-    python -P acp_fast/bench/echo_floor.py
+    python -P acp_fast/tools/bench/echo_floor.py
 
 uvloop + orjson and nothing else; run as a script, it imports nothing of
 acp_fast. Every request line is answered with a response line at once

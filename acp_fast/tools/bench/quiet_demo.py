@@ -1,6 +1,6 @@
 """The demo agent without its session-start announcement: what a ``session/new`` costs in acp_fast itself.
 
-    python -m acp_fast serve acp_fast.bench.quiet_demo:QuietDemoAgent
+    python -m acp_fast serve acp_fast.tools.bench.quiet_demo:QuietDemoAgent
 
 ``acp-fast bench`` runs it in the pipelined ``session/new`` rounds next to
 ``acp-fast demo`` (same start-up path, same answer, same bookkeeping), so
@@ -11,8 +11,8 @@ and announces nothing, so only this row compares like with like.
 
 from __future__ import annotations
 
-from ..agent.base import Agent
-from ..demo import DemoAgent
+from ...agent.base import Agent
+from ...demo import DemoAgent
 
 
 class QuietDemoAgent(DemoAgent):

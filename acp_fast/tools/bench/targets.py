@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..extras import install_hint
+from ...extras import install_hint
 
 #: Directory of the floor agent and the SDK peer agent, inside the installed package.
 AGENTS_DIR = Path(__file__).resolve().parent
@@ -28,7 +28,7 @@ BARE_IMPORTS = "import asyncio, uvloop, orjson"
 SDK_EXTRA_HINT = install_hint("bench")
 #: The row of acp_fast's framework-only session/new: the demo without its start announcement (quiet_demo.py).
 NO_HOOK_SCENARIO = "sessions_per_s_no_hook"
-QUIET_DEMO_AGENT = "acp_fast.bench.quiet_demo:QuietDemoAgent"
+QUIET_DEMO_AGENT = "acp_fast.tools.bench.quiet_demo:QuietDemoAgent"
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,9 @@ def builtin_targets(python: str, sdk_uvloop: bool = False) -> dict[str, Target]:
         "acp_fast": Target(
             "acp_fast", (python, "-m", "acp_fast", "demo"), "acp_fast demo agent (python -m acp_fast demo)"
         ),
-        "sdk": Target("sdk", sdk, "same logic on the official SDK (acp_fast/bench/sdk_demo_agent.py)"),
+        "sdk": Target("sdk", sdk, "same logic on the official SDK (acp_fast/tools/bench/sdk_demo_agent.py)"),
         "floor": Target(
-            "floor", (python, "-P", str(FLOOR_SCRIPT)), "uvloop+orjson echo (acp_fast/bench/echo_floor.py)"
+            "floor", (python, "-P", str(FLOOR_SCRIPT)), "uvloop+orjson echo (acp_fast/tools/bench/echo_floor.py)"
         ),
     }
 

@@ -1,6 +1,6 @@
 """The acp_fast demo agent's benchmark logic, written directly on the official Python SDK.
 
-    python -P acp_fast/bench/sdk_demo_agent.py [--uvloop]     # needs the bench extra (the official SDK)
+    python -P acp_fast/tools/bench/sdk_demo_agent.py [--uvloop]     # needs the bench extra (the official SDK)
 
 Same wire behaviour as ``acp-fast demo`` for what ``acp-fast bench`` uses:
 ``initialize``, ``session/new`` (modes ``ask``/``code`` and a model config

@@ -15,14 +15,12 @@ Expected failures are one line on stderr and an exit status from
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -30,120 +28,25 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .._version import __version__
-from ..wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
-from ..wire.limits import Limits
-from .connection import ClientHandler, ClientSession, Params
+from ..._version import __version__
+from ...client.connection import ClientHandler, ClientSession, Params
+from ...wire.errors import AcpError, ConnectionClosed, InvalidParams, MethodNotFound, ResourceNotFound
+from ...wire.limits import Limits
+from .line_source import LineSource
 from .links import Link, LinkError, Tap
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 3
-EXIT_REFUSAL = 4
-EXIT_MAX_TOKENS = 5
-EXIT_MAX_TURN_REQUESTS = 6
-EXIT_DISCONNECTED = 7
-
-#: The last turn's stop reason -> exit status of a ``--prompt`` run.
-STOP_EXIT = {
-    "end_turn": EXIT_OK,
-    "cancelled": EXIT_CANCELLED,
-    "refusal": EXIT_REFUSAL,
-    "max_tokens": EXIT_MAX_TOKENS,
-    "max_turn_requests": EXIT_MAX_TURN_REQUESTS,
-}
-
-EXIT_CODES = f"""exit status:
-  {EXIT_OK}  the last turn ended with end_turn (interactive: Ctrl-D)
-  {EXIT_ERROR}  the agent answered a request with an error, or an unknown stop reason
-  {EXIT_USAGE}  usage error: bad arguments, bad URL, unset --token-env, missing extra
-  {EXIT_CANCELLED}  the last turn was cancelled (Ctrl-C), or Ctrl-C before the session opened
-  {EXIT_REFUSAL}  the last turn ended with refusal
-  {EXIT_MAX_TOKENS}  the last turn ended with max_tokens
-  {EXIT_MAX_TURN_REQUESTS}  the last turn ended with max_turn_requests
-  {EXIT_DISCONNECTED}  the agent could not be reached, died, or closed the connection
-"""
-
-HELP = """commands (anything else, including other /words, is a prompt for the agent):
-  /sessions    list the agent's sessions (session/list)
-  /load ID     load session ID (session/load) and make it current
-  /mode ID     set the session's mode (session/set_mode)
-  /help        this text
-  Ctrl-C       during a turn: cancel it (session/cancel; again: stop waiting); at the prompt: clear the line
-  Ctrl-D       end
-"""
-
-_INSTALL_HINT = "install with pip install '.[server]' (from a clone or an sdist)"
-
-
-class Usage(Exception):
-    """A usage error: one line, exit 2."""
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="acp-fast client",
-        usage="acp-fast client [options] (-- CMD [ARGS...] | ws://HOST:PORT/acp | http://HOST:PORT/acp)",
-        description="Talk to an ACP agent: spawn one (after --) or connect to a hosted one. Each line you "
-        "type is a prompt; updates print as they stream. Try: acp-fast client -- acp-fast demo",
-        epilog=HELP + "\n" + EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("url", nargs="?", help="ws://, wss://, http:// or https:// address of a hosted agent")
-    parser.add_argument(
-        "--header", action="append", default=[], metavar="NAME:VALUE", help="extra request header (repeatable)"
-    )
-    parser.add_argument("--token-env", metavar="VAR", help="send 'Authorization: Bearer $VAR'")
-    parser.add_argument(
-        "--root", metavar="DIR", help="session cwd; fs requests are served under it only (default: cwd)"
-    )
-    policy = parser.add_mutually_exclusive_group()
-    policy.add_argument("--allow-all", action="store_true", help="grant every permission request without asking")
-    policy.add_argument("--deny-all", action="store_true", help="refuse every permission request without asking")
-    parser.add_argument(
-        "--prompt", action="append", default=[], metavar="TEXT", help="run this prompt and exit (repeatable, in order)"
-    )
-    parser.add_argument("--json", action="store_true", help="print every message, both directions, as a JSON line")
-    parser.add_argument("--verbose", action="store_true", help="log acp_fast's debug output to stderr")
-    return parser
-
-
-class _Options:
-    def __init__(self, args: argparse.Namespace, command: list[str]) -> None:
-        self.url: str | None = args.url
-        self.command = command
-        self.headers: list[tuple[str, str]] = []
-        self.root = os.path.realpath(args.root or os.getcwd())
-        self.policy = "allow" if args.allow_all else "deny" if args.deny_all else "ask"
-        self.prompts: list[str] = args.prompt
-        self.json: bool = args.json
-        self.verbose: bool = args.verbose
-        if bool(self.url) == bool(command):
-            raise Usage("give an agent to run after -- or a ws:// / http:// URL (one of them)")
-        if self.url is not None:
-            parts = urlsplit(self.url)
-            if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
-                raise Usage(f"bad URL {self.url!r}: expected ws://HOST:PORT/PATH or http://HOST:PORT/PATH")
-            try:
-                parts.port  # noqa: B018  # a non-numeric port raises here
-            except ValueError:
-                raise Usage(f"bad URL {self.url!r}: the port is not a number") from None
-        elif args.header or args.token_env:
-            raise Usage("--header and --token-env apply to a URL, not to a spawned agent")
-        for header in args.header:
-            name, sep, value = header.partition(":")
-            if not sep or not name.strip():
-                raise Usage(f"--header {header!r}: expected NAME:VALUE")
-            self.headers.append((name.strip(), value.strip()))
-        if args.token_env:
-            token = os.environ.get(args.token_env, "")
-            if not token:
-                raise Usage(f"--token-env {args.token_env}: the variable is empty or unset")
-            self.headers.append(("Authorization", f"Bearer {token}"))
-        if not os.path.isdir(self.root):
-            raise Usage(f"--root {args.root!r} is not a directory")
-
+from .options import (
+    EXIT_CANCELLED,
+    EXIT_DISCONNECTED,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    HELP,
+    INSTALL_HINT,
+    STOP_EXIT,
+    Options,
+    Usage,
+    parser,
+)
 
 # -- output ---------------------------------------------------------------------------------
 
@@ -234,56 +137,6 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
-# -- input ----------------------------------------------------------------------------------
-
-
-class LineSource:
-    """Lines from stdin, read by a daemon thread so the loop never blocks (and any stdin works)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
-        self._started = False
-        self.eof = False
-
-    def _read(self) -> None:
-        # os.read, not sys.stdin: a thread blocked inside the buffered reader holds its lock, and
-        # the interpreter's exit would then abort on it.
-        pending = b""
-        while True:
-            try:
-                chunk = os.read(0, 65536)
-            except OSError:
-                chunk = b""
-            try:
-                if not chunk:
-                    if pending:
-                        self._put(pending)
-                    self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
-                    return
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._put(line)
-            except RuntimeError:  # the console ended (its loop is closed) while we read
-                return
-
-    def _put(self, raw: bytes) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, raw.decode("utf-8", "replace").rstrip("\r"))
-
-    async def get(self) -> str | None:
-        """The next line, or None at end of input."""
-        if self.eof:
-            return None
-        if not self._started:
-            self._started = True
-            threading.Thread(target=self._read, name="acp-fast-client-stdin", daemon=True).start()
-        line = await self._queue.get()
-        if line is None:
-            self.eof = True
-        return line
-
-
 # -- what the console serves ----------------------------------------------------------------
 
 
@@ -347,7 +200,7 @@ def _write_file(path: str, content: str) -> None:
 class Console:
     """One session of talking to an agent."""
 
-    def __init__(self, options: _Options) -> None:
+    def __init__(self, options: Options) -> None:
         self.options = options
         self.renderer = Renderer(sys.stdout, quiet=options.json)
         self.lines: LineSource | None = None
@@ -632,7 +485,7 @@ def _json_tap() -> Tap:
     return tap
 
 
-async def _open_link(opts: _Options, handler: ClientHandler, tap: Tap | None) -> Link:
+async def _open_link(opts: Options, handler: ClientHandler, tap: Tap | None) -> Link:
     limits = Limits()
     if opts.url is None:
         from .links import open_stdio
@@ -641,16 +494,16 @@ async def _open_link(opts: _Options, handler: ClientHandler, tap: Tap | None) ->
     scheme = urlsplit(opts.url).scheme
     try:
         if scheme in ("ws", "wss"):
-            from .links import open_ws
+            from .ws_link import open_ws
 
             return await open_ws(opts.url, opts.headers, handler, limits, tap)
         from .http_link import open_http
     except ImportError as exc:
-        raise Usage(f"{scheme}:// needs the server extra ({exc.name} is missing): {_INSTALL_HINT}") from None
+        raise Usage(f"{scheme}:// needs the server extra ({exc.name} is missing): {INSTALL_HINT}") from None
     return await open_http(opts.url, opts.headers, handler, limits, tap)
 
 
-async def _main(opts: _Options) -> int:
+async def _main(opts: Options) -> int:
     console = Console(opts)
     _MAIN["task"] = asyncio.current_task()
     try:
@@ -678,15 +531,14 @@ def main(argv: Sequence[str]) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1 :]
-    parser = _parser()
-    args = parser.parse_args(argv)  # usage errors exit 2 with argparse's message
+    args = parser().parse_args(argv)  # usage errors exit 2 with argparse's message
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.CRITICAL,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
-        opts = _Options(args, command)
+        opts = Options(args, command)
         return asyncio.run(_main(opts))
     except Usage as exc:
         sys.stderr.write(f"acp-fast client: {exc}\n")
@@ -699,4 +551,4 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_CANCELLED
 
 
-__all__ = ["EXIT_CODES", "STOP_EXIT", "main"]
+__all__ = ["main"]

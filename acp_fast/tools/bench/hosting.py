@@ -10,7 +10,7 @@ bench's own process, then:
   waits for its first update, sends ``session/cancel`` and times until the
   ``cancelled`` answer;
 - the floor: the same client's round trip of a cancel-sized text frame to a
-  bare picows echo server (``python -m acp_fast.bench.hosting --echo PORT``),
+  bare picows echo server (``python -m acp_fast.tools.bench.hosting --echo PORT``),
   2 KiB initial read buffer like the host's.
 
 ``benchmarks/hosting_idle.py`` uses the same functions for its longer runs
@@ -27,10 +27,11 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..extras import install_hint
+from ...extras import install_hint
 
 if TYPE_CHECKING:
     from picows import WSTransport
@@ -127,7 +128,7 @@ def demo_server_argv(port: int, connections: int) -> list[str]:
 
 
 def echo_server_argv(port: int) -> list[str]:
-    return [sys.executable, "-m", "acp_fast.bench.hosting", "--echo", str(port)]
+    return [sys.executable, "-m", "acp_fast.tools.bench.hosting", "--echo", str(port)]
 
 
 def ws_floor_argv(port: int) -> list[str]:
@@ -137,9 +138,55 @@ def ws_floor_argv(port: int) -> list[str]:
 
 async def measure_host(url: str, pid: int, n: int, cancels: int) -> dict[str, float]:
     """Set-up rate and RSS per idle connection over ``n`` connections, then ``cancels`` timed cancels."""
-    from picows import WSFrame, WSListener, WSMsgType, ws_connect
+    from picows import ws_connect
 
     ids = itertools.count(1)
+    Client = _ws_client(ids)
+
+    async def open_one() -> tuple[WSTransport, Any, str]:
+        transport, client = await ws_connect(Client, url)
+        assert isinstance(client, Client)
+        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        resp = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
+        return transport, client, str(resp["result"]["sessionId"])
+
+    warm = [await open_one() for _ in range(20)]  # the server's first connections pay for imports and caches
+    for t, _, _ in warm:
+        t.disconnect()
+    await asyncio.sleep(1.0)
+    before = rss_kib(pid)
+    held: list[tuple[WSTransport, Any, str]] = []
+    t0 = time.perf_counter()
+    for start in range(0, n, SETUP_BATCH):
+        held.extend(await asyncio.gather(*(open_one() for _ in range(min(SETUP_BATCH, n - start)))))
+    setup_s = time.perf_counter() - t0
+    await asyncio.sleep(1.0)
+    after = rss_kib(pid)
+
+    samples, wrong = await _timed_cancels(await open_one(), cancels, ids) if cancels else ([], 0)
+    for t, _, _ in held:
+        t.disconnect()
+    samples.sort()
+    out = {
+        "connections": float(len(held)),
+        "kib_per_conn": (after - before) / max(1, len(held)),
+        "setup_per_s": len(held) / setup_s,
+        "server_rss_mib": after / 1024,
+        "wrong_answers": float(wrong),
+    }
+    if samples:
+        out["cancel_p50_us"] = statistics.median(samples)
+        out["cancel_p99_us"] = samples[int(len(samples) * 0.99)]
+    return out
+
+
+def _ws_client(ids: Iterator[int]) -> type[Any]:
+    """measure_host's picows listener: answers matched by id, and the first update of a prompt.
+
+    Built when called, inside the running loop: picows is the server extra, and this module imports without it.
+    """
+    from picows import WSFrame, WSListener, WSMsgType
+
     loop = asyncio.get_running_loop()
 
     class Client(WSListener):
@@ -175,58 +222,32 @@ async def measure_host(url: str, pid: int, n: int, cancels: int) -> dict[str, fl
             self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
             return await fut
 
-    async def open_one() -> tuple[WSTransport, Client, str]:
-        transport, client = await ws_connect(Client, url)
-        assert isinstance(client, Client)
-        await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        resp = await client.request("session/new", {"cwd": "/tmp", "mcpServers": []})
-        return transport, client, str(resp["result"]["sessionId"])
+    return Client
 
-    warm = [await open_one() for _ in range(20)]  # the server's first connections pay for imports and caches
-    for t, _, _ in warm:
-        t.disconnect()
-    await asyncio.sleep(1.0)
-    before = rss_kib(pid)
-    held: list[tuple[WSTransport, Client, str]] = []
-    t0 = time.perf_counter()
-    for start in range(0, n, SETUP_BATCH):
-        held.extend(await asyncio.gather(*(open_one() for _ in range(min(SETUP_BATCH, n - start)))))
-    setup_s = time.perf_counter() - t0
-    await asyncio.sleep(1.0)
-    after = rss_kib(pid)
 
+async def _timed_cancels(
+    opened: tuple[WSTransport, Any, str], cancels: int, ids: Iterator[int]
+) -> tuple[list[float], int]:
+    """Microseconds from each cancel to its prompt's answer (the prompt streams an update every ms); wrong answers."""
+    loop = asyncio.get_running_loop()
+    _, client, sid = opened
     samples: list[float] = []
     wrong = 0
-    if cancels:
-        _, client, sid = await open_one()
-        for _ in range(cancels):
-            client.first_update = loop.create_future()
-            rid = next(ids)
-            done: asyncio.Future[dict[str, Any]] = loop.create_future()
-            client.waiting[rid] = done
-            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "stream 100000 1"}]}
-            client.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": prompt})
-            await client.first_update
-            t1 = time.perf_counter()
-            client.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
-            answer = await done
-            samples.append((time.perf_counter() - t1) * 1e6)
-            if answer.get("result", {}).get("stopReason") != "cancelled":
-                wrong += 1
-    for t, _, _ in held:
-        t.disconnect()
-    samples.sort()
-    out = {
-        "connections": float(len(held)),
-        "kib_per_conn": (after - before) / max(1, len(held)),
-        "setup_per_s": len(held) / setup_s,
-        "server_rss_mib": after / 1024,
-        "wrong_answers": float(wrong),
-    }
-    if samples:
-        out["cancel_p50_us"] = statistics.median(samples)
-        out["cancel_p99_us"] = samples[int(len(samples) * 0.99)]
-    return out
+    for _ in range(cancels):
+        client.first_update = loop.create_future()
+        rid = next(ids)
+        done: asyncio.Future[dict[str, Any]] = loop.create_future()
+        client.waiting[rid] = done
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "stream 100000 1"}]}
+        client.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": prompt})
+        await client.first_update
+        t1 = time.perf_counter()
+        client.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+        answer = await done
+        samples.append((time.perf_counter() - t1) * 1e6)
+        if answer.get("result", {}).get("stopReason") != "cancelled":
+            wrong += 1
+    return samples, wrong
 
 
 async def echo_rtt(url: str, rounds: int) -> dict[str, float]:

@@ -5,8 +5,8 @@ and talks ACP to it over its stdin/stdout, in the same run, side by side:
 
 - ``acp_fast``: the demo agent, ``python -m acp_fast demo``;
 - ``sdk``: the same agent logic on the official Python SDK
-  (``acp_fast/bench/sdk_demo_agent.py``; needs the ``bench`` extra);
-- ``floor``: ``acp_fast/bench/echo_floor.py``, a uvloop+orjson process that
+  (``acp_fast/tools/bench/sdk_demo_agent.py``; needs the ``bench`` extra);
+- ``floor``: ``acp_fast/tools/bench/echo_floor.py``, a uvloop+orjson process that
   answers every request at once, so its numbers are the pipe round trip;
 - any other ACP agent command given with ``--agent "CMD" [--label NAME]``.
 
@@ -41,7 +41,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..wire.limits import MAX_SESSIONS
+from ...wire.limits import MAX_SESSIONS
 from . import cancel_ignored
 from .probe import PROBE_TIMEOUT_S
 from .process import WAIT_TIMEOUT_S, log
@@ -166,6 +166,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.monotonic() - started
     cheap = {name: sup.cheap_method for name, sup in runner.support.items()}
     report: dict[str, Any] = {"meta": meta(opts, argv, seconds, cheap), "results": runner.results}
+    _publish(args, runner, names, cheap, report, seconds)
+    if runner.failures:
+        print(f"acp-fast bench: {runner.failures} scenario(s) failed; see FAILED above", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _publish(
+    args: argparse.Namespace,
+    runner: Runner,
+    names: list[str],
+    cheap: dict[str, str],
+    report: dict[str, Any],
+    seconds: float,
+) -> None:
+    """The table, the notes and the goals on stdout; the JSON report and the plot on disk."""
     print(
         f"acp-fast bench{' --quick' if args.quick else ''}: python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs, {seconds:.0f} s, load {os.getloadavg()[0]:.2f}"
@@ -192,10 +208,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         png = args.plot or args.json.with_suffix(".png")
         if plot(runner.results, png):
             print(f"plot: {png}")
-    if runner.failures:
-        print(f"acp-fast bench: {runner.failures} scenario(s) failed; see FAILED above", file=sys.stderr)
-        return 1
-    return 0
 
 
 def _hosting(runner: Runner, sizes: Sizes) -> None:

@@ -6,8 +6,9 @@ line leaves and arrives. Every message can be shown to a ``tap`` (both
 directions, as raw JSON bytes) for ``--json``; the tap sits at the Writer and
 at the line sink, so it sees exactly what crossed the wire, in order.
 
-The WebSocket and HTTP openers import their libraries (the ``server`` extra)
-only when called, so the stdio console works on a plain install.
+The WebSocket and HTTP links (``ws_link.py``, ``http_link.py``) import their
+libraries (the ``server`` extra) and the console imports them only for such a
+URL, so the stdio console works on a plain install.
 """
 
 from __future__ import annotations
@@ -16,20 +17,16 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
 
-from ..peer.connection import Connection
-from ..peer.flow import ReadControl
-from ..peer.reader import ReadProtocol
-from ..peer.writer import Writer
-from ..transports.stdio import connect_stdio
-from ..wire.frames import Oversized, Truncated
-from ..wire.framing import new_framer
-from ..wire.limits import Limits
-from .connection import ClientHandler, ClientSideConnection
-
-if TYPE_CHECKING:
-    from picows import WSFrame, WSTransport
+from ...client.connection import ClientHandler, ClientSideConnection
+from ...peer.connection import Connection
+from ...peer.flow import ReadControl
+from ...peer.reader import ReadProtocol
+from ...peer.writer import Writer
+from ...transports.stdio import connect_stdio
+from ...wire.frames import Oversized, Truncated
+from ...wire.framing import new_framer
+from ...wire.limits import Limits
 
 #: ``tap(direction, message)``: direction is "send" (to the agent) or "recv" (from it).
 Tap = Callable[[str, bytes], None]
@@ -239,92 +236,6 @@ def message_connection(
         conn.feed_end()
 
     return client, deliver
-
-
-class WsLink(Link):
-    def __init__(self, client: ClientSideConnection, listener: Any) -> None:
-        super().__init__(client)
-        self._listener = listener
-
-    def end_reason(self) -> str:
-        code = self._listener.close_code
-        return "the server closed the WebSocket" + (f" ({code})" if code is not None else "")
-
-
-async def open_ws(
-    url: str, headers: Sequence[tuple[str, str]], handler: ClientHandler, limits: Limits, tap: Tap | None = None
-) -> WsLink:
-    """Connect to a hosted agent over WebSocket (one text frame per message)."""
-    from picows import WSError, WSListener, WSMsgType, ws_connect
-
-    class Listener(WSListener):
-        def __init__(self) -> None:
-            self.transport: WSTransport | None = None
-            self.deliver: Callable[[bytes], None] | None = None
-            self.conn: Connection | None = None
-            self.close_code: int | None = None
-            self._parts: bytearray | None = None
-            self.early: list[bytes] = []
-            self.gone = False
-
-        def on_ws_connected(self, transport: WSTransport) -> None:
-            self.transport = transport
-
-        def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
-            kind = frame.msg_type
-            if kind is WSMsgType.TEXT:
-                if frame.fin:
-                    self._deliver(frame.get_payload_as_bytes())
-                else:
-                    self._parts = bytearray(frame.get_payload_as_bytes())
-            elif kind is WSMsgType.CONTINUATION and self._parts is not None:
-                self._parts += frame.get_payload_as_bytes()
-                if frame.fin:
-                    data, self._parts = bytes(self._parts), None
-                    self._deliver(data)
-            elif kind is WSMsgType.CLOSE:
-                self.close_code = int(frame.get_close_code().value)
-                transport.send_close(frame.get_close_code())
-                transport.disconnect()
-
-        def _deliver(self, data: bytes) -> None:
-            if self.deliver is not None:
-                self.deliver(data)
-            else:  # a frame right behind the handshake, before the Connection exists
-                self.early.append(data)
-
-        def on_ws_disconnected(self, transport: WSTransport) -> None:
-            self.gone = True
-            if self.conn is not None:
-                self.conn.feed_eof(None)
-
-    try:
-        ws, listener = await ws_connect(Listener, url, extra_headers=list(headers))
-    except WSError as exc:
-        raise LinkError(f"WebSocket handshake with {url} failed: {_first_line(exc)}") from None
-    except (OSError, TimeoutError) as exc:
-        raise LinkError(f"cannot connect to {url}: {_os_error(exc)}") from None
-    assert isinstance(listener, Listener)
-    raw = ws.underlying_transport
-
-    def send(line: bytes) -> None:
-        ws.send(WSMsgType.TEXT, line)
-
-    def close() -> None:
-        ws.send_close()
-        ws.disconnect()
-
-    control = MessageReadControl(raw.pause_reading, raw.resume_reading, ws.disconnect)
-    client, deliver = message_connection(limits, handler, tap, send, close, control)
-    listener.deliver = deliver
-    listener.conn = client.conn
-    for data in listener.early:
-        deliver(data)
-    listener.early.clear()
-    if listener.gone:  # closed before the Connection existed
-        client.conn.feed_eof(None)
-    client.run()
-    return WsLink(client, listener)
 
 
 def _first_line(exc: BaseException) -> str:

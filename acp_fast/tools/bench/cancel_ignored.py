@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ..agent.base import Agent
+from ...agent.base import Agent
 from .stats import percentile
 from .targets import AGENTS_DIR, sdk_missing
 
@@ -43,7 +43,7 @@ SETUP_WAIT_S = 60.0
 #: At most this many SDK rounds: each lasts the whole body (about 4 s).
 SDK_ROUNDS = 3
 SCENARIO = "cancel_ignored"
-IGNORING_AGENT = "acp_fast.bench.cancel_ignored:IgnoringAgent"
+IGNORING_AGENT = "acp_fast.tools.bench.cancel_ignored:IgnoringAgent"
 SDK_SCRIPT = AGENTS_DIR / "sdk_ignoring_agent.py"
 _NEW = {"cwd": "/", "mcpServers": []}
 

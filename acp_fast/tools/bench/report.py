@@ -133,7 +133,7 @@ def notes(results: dict[str, dict[str, Any]], names: Sequence[str], cheap: dict[
     if NO_HOOK_SCENARIO in results:
         out.append(
             "session/new, no start hook: the acp_fast column is the demo agent without its per-session "
-            "available_commands_update (acp_fast/bench/quiet_demo.py), same answer, same rounds; the floor "
+            "available_commands_update (acp_fast/tools/bench/quiet_demo.py), same answer, same rounds; the floor "
             "column repeats the floor's session/new row. The session/new goal is read on the demo's row."
         )
     if "cancel_ignored" in results:
@@ -247,6 +247,13 @@ def goals(results: dict[str, dict[str, Any]]) -> list[Goal]:
         if f"ws_updates_{conns}" in results:
             text = f"WS updates/s ({conns} connection{'s' * (conns > 1)}) >= 0.7x WS floor agent"
             bound(text, f"ws_updates_{conns}", "per_s", "floor", 0.7, False)
+    out += _plain_goals(results, ran)
+    return out
+
+
+def _plain_goals(results: dict[str, dict[str, Any]], ran: set[str]) -> list[Goal]:
+    """Goals judged on one number, without a spread: the ignored cancel, the handshake, the sdk rows, correctness."""
+    out: list[Goal] = []
     if "cancel_ignored" in results:
         text = f"cancel, agent ignores it: p99 <= cancel_grace_s + {GOAL_OVER_GRACE_MS:g} ms"
         mine, grace = (

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import h11
 import orjson
 
-from ..wire.limits import Limits
-from .connection import ClientHandler, ClientSideConnection
+from ...client.connection import ClientHandler, ClientSideConnection
+from ...wire.limits import Limits
 from .links import Link, LinkError, MessageReadControl, Tap, _os_error, message_connection
 
 _CONNECTION_ID = "Acp-Connection-Id"

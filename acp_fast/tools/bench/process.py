@@ -21,11 +21,11 @@ from typing import Any, cast
 
 import orjson
 
+from . import proc_stats
 from .targets import Target
 
 _NOW = time.perf_counter_ns
 #: The kernel's per-process CPU clock type that counts scheduler runtime (include/linux/posix-timers.h).
-_CPUCLOCK_SCHED = 2
 _NL = orjson.OPT_APPEND_NEWLINE
 
 #: Bytes the driver reads from an agent's stdout in one go.
@@ -38,10 +38,6 @@ STDERR_TAIL_BYTES = 8 * 1024
 WAIT_TIMEOUT_S = 120.0
 #: Seconds an agent gets to exit after its stdin closed before it is killed.
 EXIT_TIMEOUT_S = 15.0
-#: Seconds between two looks at whether the agent still runs, before its CPU clock is read.
-IDLE_POLL_S = 0.0002
-#: Seconds the agent may keep running before its CPU clock is read anyway.
-IDLE_WAIT_S = 1.0
 #: Requests kept in flight by the pipelined throughput scenario.
 PIPELINE_WINDOW = 256
 
@@ -437,54 +433,21 @@ class AgentProcess:
         return str(result["sessionId"])
 
     def cpu_ns(self) -> int | None:
-        """CPU time the agent process has run so far (all threads), in ns; see ``idle_cpu_ns``.
-
-        Read through the process's CPU-time clock (clock_getcpuclockid's
-        encoding: ``(~pid << 3) | CPUCLOCK_SCHED``); None where the system
-        does not offer it. Unlike a rate, it does not depend on whether the
-        scheduler gave the agent a core of its own or the driver's.
-        """
-        try:
-            return time.clock_gettime_ns(((~self.pid) << 3) | _CPUCLOCK_SCHED)
-        except (OSError, AttributeError, OverflowError):
-            return None
+        """CPU time the agent process has run so far (all threads), in ns; see ``idle_cpu_ns``."""
+        return proc_stats.cpu_ns(self.pid)
 
     async def idle_cpu_ns(self) -> int | None:
-        """``cpu_ns`` once the agent sleeps (at most ``IDLE_WAIT_S`` later).
-
-        Read from another process, that clock counts a running slice only at
-        the next scheduler tick or switch (4 ms steps here): a burst the agent
-        served in one slice read 0 µs, and every burst lost the slice still
-        running at its end (the start callbacks after the last answer, say).
-        Once the agent sleeps in its event loop the clock is exact.
-        """
-        deadline = time.monotonic() + IDLE_WAIT_S
-        for _ in range(int(IDLE_WAIT_S / IDLE_POLL_S)):  # no event tells another process's state
-            if not self._running() or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(IDLE_POLL_S)
-        return self.cpu_ns()
-
-    def _running(self) -> bool:
-        """Whether the agent is running or waiting for a CPU (state R in /proc); False where unknown."""
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            return False
-        end = stat.rfind(b")")  # the command name may hold spaces and parentheses
-        return stat[end + 2 : end + 3] == b"R"
+        """``cpu_ns`` once the agent sleeps (at most ``proc_stats.IDLE_WAIT_S`` later)."""
+        return await proc_stats.idle_cpu_ns(self.pid)
 
     def rss_bytes(self) -> int:
         """Resident memory of the spawned process (Linux /proc only)."""
         try:
-            with open(f"/proc/{self.pid}/status", encoding="ascii") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) * 1024
+            return proc_stats.rss_bytes(self.pid)
         except OSError as exc:
             raise BenchError(f"{self.target.name}: cannot read its memory use: {exc}") from None
-        raise BenchError(f"{self.target.name}: no VmRSS for pid {self.pid}")
+        except ValueError as exc:
+            raise BenchError(f"{self.target.name}: {exc}") from None
 
     async def close(self, grace: float = EXIT_TIMEOUT_S) -> int | None:
         """Close stdin and wait ``grace`` seconds for the exit, then kill it."""

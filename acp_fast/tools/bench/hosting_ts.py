@@ -21,7 +21,7 @@ from .hosting import free_port, measure_host, raise_fd_limit, wait_listening
 
 TARGET = "ts-sdk"
 #: The agent script, in the checkout this package was installed from (editable) or run in.
-AGENT = Path(__file__).resolve().parents[2] / "tests" / "interop" / "ts_bench_agent.mjs"
+AGENT = Path(__file__).resolve().parents[3] / "tests" / "interop" / "ts_bench_agent.mjs"
 #: A hang guard over one whole measurement (a normal 2 000-connection run takes well under a minute).
 MEASURE_TIMEOUT_S = 600.0
 #: Seconds node gets to exit after SIGTERM before it is killed.

@@ -1,6 +1,6 @@
 """The WebSocket floor for ``acp-fast bench --hosting``: the least a Python agent can do per message.
 
-    python -P acp_fast/bench/ws_floor.py PORT
+    python -P acp_fast/tools/bench/ws_floor.py PORT
 
 The WebSocket twin of echo_floor.py: picows + uvloop + orjson and nothing
 else (run as a script it imports nothing of acp_fast). Each text frame is one

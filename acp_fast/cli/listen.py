@@ -1,0 +1,136 @@
+"""``--listen``: many connections at /acp in this process, or in ``--workers N`` processes sharing the port.
+
+Each flag is checked before anything binds: a bad value is one line naming
+the flag and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..agent.base import Agent
+from ..wire.limits import Limits
+
+if TYPE_CHECKING:
+    from ..hosting import ListenAddress
+    from ..hosting.forwarded import TrustedProxies
+    from ..hosting.server import Authorize
+
+
+def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[], Callable[[], Agent]]) -> None:
+    """Serve one agent from ``factory()`` per connection until drained; a non-zero status exits with it."""
+    # Imported once --listen is given: hosting needs the server extra, refused here in one line.
+    from ..agent.serve import warn_if_fallback
+    from ..hosting import HostConfig, run_host
+
+    warn_if_fallback()
+    make_agent = factory()
+    authorize = _authorize(args)
+    address = _checked_address(args, authorize)
+    proxies = _trusted_proxies(args)
+    store = _checked_store(args)
+    group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
+
+    def serve(reuse_port: bool = False) -> int:
+        config = HostConfig(
+            limits=limits,
+            listen=address,
+            use_uvloop=not args.no_uvloop,
+            authorize=authorize,
+            allowed_origins=args.allow_origin,
+            reuse_port=reuse_port,
+            web_console=args.web_console,
+            session_store=store,
+            freeze_gc=args.gc_freeze,
+            metrics=args.metrics,
+            metrics_listen=args.metrics_listen,
+            otel=args.otel,
+            access_log=args.access_log,
+            metrics_group=group,
+            proxies=proxies,
+        )
+        return run_host(make_agent, config)
+
+    if args.workers <= 1:
+        status = serve()
+        if status:
+            raise SystemExit(status)
+        return
+    if not address.port:
+        raise SystemExit("acp-fast: --workers needs an explicit port (each worker would pick its own otherwise)")
+    if args.metrics_listen:
+        raise SystemExit("acp-fast: --metrics-listen with --workers is not supported yet (one port per process); "
+                         "use --metrics: the worker a scrape reaches answers for all of them")
+    from ..hosting.workers import run_workers, shared_session_store
+
+    # The drain's bound, then abort_join_s more for the default executor's threads (agent/executor.py).
+    bound = limits.shutdown_grace_s + 2 * limits.abort_join_s + limits.drain_flush_s
+    with contextlib.ExitStack() as stack:
+        if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
+            from ..observability.group import metrics_group
+
+            group = stack.enter_context(metrics_group())
+        if store is None:  # the workers share parking out of the box
+            store = stack.enter_context(shared_session_store())
+        raise SystemExit(run_workers(args.workers, lambda: serve(reuse_port=True), bound))
+
+
+def _authorize(args: argparse.Namespace) -> Authorize | None:
+    from ..hosting import bearer_token
+
+    if not args.auth_token_env:
+        return None
+    token = os.environ.get(args.auth_token_env, "")
+    if not token:
+        raise SystemExit(f"acp-fast: --auth-token-env {args.auth_token_env}: the variable is empty or unset")
+    return bearer_token(token)
+
+
+def _checked_address(args: argparse.Namespace, authorize: Authorize | None) -> ListenAddress:
+    """``--listen``, after ``--allow-origin`` and before ``--metrics-listen`` are checked."""
+    from ..hosting import ListenAddress
+    from ..hosting.cors import check_origins
+
+    try:
+        check_origins(args.allow_origin, auth=authorize is not None)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --allow-origin: {exc}") from None
+    try:
+        address = ListenAddress.parse(args.listen)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --listen: {exc}") from None
+    if args.metrics_listen:
+        try:
+            if ListenAddress.parse(args.metrics_listen).unix_path:
+                raise ValueError("a unix socket is not served")
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: --metrics-listen: {exc}") from None
+    return address
+
+
+def _trusted_proxies(args: argparse.Namespace) -> TrustedProxies:
+    from ..hosting.forwarded import TrustedProxies
+
+    try:
+        return TrustedProxies.parse(args.forwarded_allow_ips, proxy_protocol=args.proxy_protocol)
+    except ValueError as exc:
+        raise SystemExit(f"acp-fast: --forwarded-allow-ips: {exc}") from None
+
+
+def _checked_store(args: argparse.Namespace) -> str | None:
+    from ..hosting.store import check_spec
+
+    store: str | None = args.session_store
+    if store is not None:
+        try:
+            check_spec(store)
+        except ValueError as exc:
+            raise SystemExit(f"acp-fast: --session-store: {exc}") from None
+    return store
+
+
+__all__ = ["serve_network"]
