@@ -1,9 +1,10 @@
 """acp_fast: a fast, bounded agent-side server runtime for the Agent Client Protocol."""
 
 from ._version import __version__
-from .agent.base import Agent, Turn, current_context, current_turn
+from .agent.base import Agent
 from .agent.cancel import CancelToken
 from .agent.client_handle import CapabilityNotSupported, Client
+from .agent.context import Turn, current_context, current_turn
 from .agent.serve import run_agent, serve_stdio
 from .agent.server import AgentServer
 from .peer.connection import Connection, IncomingRequest

@@ -16,18 +16,19 @@ completion, cancellation, failure and shutdown alike (R13).
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..wire.errors import MethodNotFound
 
+# Re-exported: these lived here before the turn moved below the modules that set it.
+from .context import Turn as Turn
+from .context import current_context as current_context
+from .context import current_turn as current_turn
+
 if TYPE_CHECKING:
-    from .cancel import CancelToken
     from .client_handle import Client
-    from .context import Context
     from .mcp_bridge import McpProvider
-    from .sessions import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,61 +42,13 @@ def _unimplemented(fn: F) -> F:
 
 def implements(agent: object, attr: str) -> bool:
     """Whether ``agent`` overrides the base method ``attr``."""
-    fn = getattr(type(agent), attr, None)
+    return class_implements(type(agent), attr)
+
+
+def class_implements(cls: type, attr: str) -> bool:
+    """Whether the agent class ``cls`` overrides the base method ``attr``."""
+    fn = getattr(cls, attr, None)
     return fn is not None and not getattr(fn, _UNIMPLEMENTED, False)
-
-
-class Turn:
-    """What a running prompt can ask about itself (see ``current_turn``)."""
-
-    __slots__ = ("context", "request_id", "session", "token")
-
-    def __init__(
-        self,
-        session: Session,
-        token: CancelToken,
-        request_id: str | int,
-        context: Context | None = None,
-    ) -> None:
-        self.session = session
-        self.token = token
-        self.request_id = request_id
-        #: The connection context as of this prompt's admission (R02 snapshot).
-        self.context = context
-
-    @property
-    def cancelled(self) -> bool:
-        return self.token.cancelled
-
-
-_current_turn: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
-    "acp_fast_turn", default=None
-)
-
-
-_current_context: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
-    "acp_fast_context", default=None
-)
-
-
-def current_context() -> Context:
-    """The connection context as of the admission of the running background job (R02).
-
-    Set in every ``session/prompt`` and ``mcp/*`` task: later control requests
-    (``authenticate``, ``logout``) do not change what a running job sees.
-    """
-    context = _current_context.get()
-    if context is None:
-        raise RuntimeError("current_context() called outside a background job")
-    return context
-
-
-def current_turn() -> Turn:
-    """The prompt turn the calling task belongs to."""
-    turn = _current_turn.get()
-    if turn is None:
-        raise RuntimeError("current_turn() called outside a session/prompt task")
-    return turn
 
 
 class Agent:

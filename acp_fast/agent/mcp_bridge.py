@@ -1,36 +1,6 @@
 """MCP over ACP in both roles: provider bridge and client connections (R17).
 
-Two wire forms, both served on every connection; which one a message uses is
-read from the message itself, never from a setting.
-
-Request-scoped (ACP schema 1.24 on): ``mcp/message {serverId, requestId,
-method, params?}`` is one inner MCP request. ``requestId`` is the caller's id
-for the inner request (a string, unique among its active requests to that
-server), not the outer JSON-RPC id. The outer result is a carrier holding
-exactly one inner outcome, ``{"result": ...}`` or ``{"error": {code,
-message, data?}}``; outer errors are for the binding itself (-32602
-malformed or duplicate, -32800 cancelled, -33000 over the limit, -33001 no
-such server, -33002 the server failed without an outcome). While the request
-is active the provider may send ``mcp/message`` notifications with the same
-``serverId`` and ``requestId`` (progress and the like). There is no connect
-or disconnect.
-
-Connect form (before 1.24, kept for peers that speak it):
-``mcp/connect {serverId}`` answers ``{connectionId}``; ``mcp/message
-{connectionId, method, params?}`` carries one inner MCP message, flattened:
-an outer ``id`` makes it an inner request whose result (or error) *is* the
-outer one, no ``id`` makes it a notification; ``mcp/disconnect
-{connectionId}`` answers ``{}``.
-
-Which form: an incoming ``mcp/message`` with ``connectionId`` is the connect
-form, one with ``serverId`` and ``requestId`` the request-scoped form (both,
-or neither: -32602). For its own calls (``Client.mcp_request``) the agent
-uses the connect form when it holds a connect-form connection to that
-server (open or still connecting), else the form this peer has itself
-spoken on this connection (an ``mcp/connect`` or ``connectionId`` says
-connect, a ``serverId`` message says request-scoped), else the
-request-scoped form, which is the one schema 1.24 clients serve; ``form=``
-overrides it per call.
+The two wire forms, and which one a message uses, are described in mcp_wire.py.
 
 Provider role: an agent (or proxy) that hosts MCP servers sets
 ``Agent.mcp_provider`` to an :class:`McpProvider`. Incoming ``mcp/*``
@@ -71,9 +41,8 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from ..wire import jsonrpc
 from ..wire.errors import (
     AcpError,
     InvalidParams,
@@ -82,10 +51,22 @@ from ..wire.errors import (
     McpLimitExceeded,
     McpServerUnavailable,
     MethodNotFound,
-    OtherError,
     RequestCancelled,
     ServerBusy,
 )
+from .mcp_wire import MCP_PROTOCOL_VERSION as MCP_PROTOCOL_VERSION  # re-exported: they were defined here
+from .mcp_wire import META_CLIENT_CAPABILITIES as META_CLIENT_CAPABILITIES
+from .mcp_wire import META_PROTOCOL_VERSION as META_PROTOCOL_VERSION
+from .mcp_wire import (
+    Form,
+    connect_params,
+    form_of,
+    inner_outcome,
+    pass_through,
+    scoped_params,
+    with_request_meta,
+)
+from .mcp_wire import McpError as McpError
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
@@ -93,9 +74,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handle = Any
-
-#: The two wire forms; ``None`` lets the bridge pick by the rule above.
-Form = Literal["request", "connect"]
 
 #: Listener for the request-scoped notifications of one outgoing request: (method, params).
 NotificationListener = Callable[[str, "dict[str, Any] | None"], None]
@@ -107,17 +85,6 @@ class McpRequestOptions(TypedDict, total=False):
     form: Form  # which wire form; unset: the rule in the module doc
     request_id: str  # the inner request's id (request-scoped form); unset: a fresh one
     on_notification: NotificationListener  # gets the request's scoped notifications
-
-
-#: The MCP revision of the request-scoped form, and the inner ``_meta`` keys a
-#: provider of that revision reads from every request (added when missing).
-MCP_PROTOCOL_VERSION = "2026-07-28"
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-
-
-class McpError(OtherError):
-    """An inner MCP error (request-scoped form): raised by ``Client.mcp_request``; a provider may raise it too."""
 
 
 class McpProvider:
@@ -181,7 +148,7 @@ class McpScope:
         """Send a notification scoped to this request; dropped once it has been answered."""
         if self.done:
             return
-        self._conn.send_notification("mcp/message", _envelope(self.server_id, self.request_id, method, params))
+        self._conn.send_notification("mcp/message", scoped_params(self.server_id, self.request_id, method, params))
         await self._conn.drain()
 
 
@@ -201,73 +168,10 @@ def _ignore(method: str, params: dict[str, Any] | None) -> None:
     """The listener of a request whose caller wants no notifications."""
 
 
-def _form_of(kwargs: dict[str, Any]) -> Form:
-    """Which form a parsed incoming ``mcp/message`` is in; -32602 when it names both or neither."""
-    present = {wire for wire, py in _FORM_FIELDS.items() if kwargs.get(py) is not None}
-    if present == {"connectionId"}:
-        return "connect"
-    if present == {"serverId", "requestId"}:
-        return "request"
-    raise InvalidParams(
-        "Invalid params: mcp/message needs either connectionId (connect form) "
-        "or serverId and requestId (request-scoped form)",
-        {"fields": sorted(present)},
-    )
-
-
-#: The fields that tell the two forms apart: wire name -> keyword name.
-_FORM_FIELDS = {"connectionId": "connection_id", "serverId": "server_id", "requestId": "request_id"}
-
-
 class ConnState(enum.Enum):
     CONNECTING = "connecting"
     OPEN = "open"
     CLOSED = "closed"
-
-
-def _outer(connection_id: str, method: str, params: Any) -> dict[str, Any]:
-    """Connect-form ``mcp/message`` params."""
-    return _with_inner({"connectionId": connection_id}, method, params)
-
-
-def _envelope(server_id: str, request_id: str, method: str, params: Any) -> dict[str, Any]:
-    """Request-scoped ``mcp/message`` params."""
-    return _with_inner({"serverId": server_id, "requestId": request_id}, method, params)
-
-
-def _with_inner(route: dict[str, Any], method: str, params: Any) -> dict[str, Any]:
-    route["method"] = method
-    if params is not None:
-        route["params"] = params
-    return route
-
-
-def _with_request_meta(params: dict[str, Any] | None) -> dict[str, Any]:
-    """Inner params with the version and capabilities a 2026-07-28 provider reads; the caller's own win."""
-    base = dict(params or {})
-    meta = base.get("_meta")
-    meta = dict(meta) if isinstance(meta, dict) else {}
-    meta.setdefault(META_PROTOCOL_VERSION, MCP_PROTOCOL_VERSION)
-    meta.setdefault(META_CLIENT_CAPABILITIES, {})
-    base["_meta"] = meta
-    return base
-
-
-def _inner_outcome(carrier: Any) -> Any:
-    """The inner result of a request-scoped answer; raises its inner error (``result`` wins if both)."""
-    if isinstance(carrier, dict):
-        if "result" in carrier:
-            return carrier["result"]
-        err = carrier.get("error")
-        if isinstance(err, dict) and type(err.get("code")) is int and isinstance(err.get("message"), str):
-            raise McpError(err["code"], err["message"], err.get("data"))
-    raise McpBackendFailed("mcp/message answered without a result or error carrier", {"response": carrier})
-
-
-def _pass_through(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return jsonrpc.raw(bytes(value))
-    return value
 
 
 class _Hosted:
@@ -321,14 +225,14 @@ class McpClientConnection:
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Send one inner MCP request; returns the inner result, raises the inner error."""
         connection_id = await self._open_id()
-        pending = self._bridge.conn.send_request("mcp/message", _outer(connection_id, method, params))
+        pending = self._bridge.conn.send_request("mcp/message", connect_params(connection_id, method, params))
         return await pending  # a cancelled awaiter makes the connection send $/cancel_request
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send one inner MCP notification."""
         connection_id = await self._open_id()
         conn = self._bridge.conn
-        conn.send_notification("mcp/message", _outer(connection_id, method, params))
+        conn.send_notification("mcp/message", connect_params(connection_id, method, params))
         await conn.drain()
 
     async def close(self) -> None:
@@ -393,7 +297,7 @@ class McpBridge:
 
     def check(self, method: str, kwargs: dict[str, Any]) -> None:
         """Refuse a malformed ``mcp/message`` (-32602) before it takes a background slot."""
-        if method == "mcp/message" and _form_of(kwargs) == "request":
+        if method == "mcp/message" and form_of(kwargs) == "request":
             params = kwargs.get("params")
             if params is not None and type(params) is not dict:
                 raise InvalidParams(
@@ -406,7 +310,7 @@ class McpBridge:
             return await self._connect(kwargs["server_id"])
         if method == "mcp/disconnect":
             return await self._disconnect(kwargs["connection_id"])
-        if _form_of(kwargs) == "connect":
+        if form_of(kwargs) == "connect":
             self.peer_form = "connect"
             return await self._message(kwargs["connection_id"], kwargs["method"], kwargs.get("params"))
         self.peer_form = "request"
@@ -445,7 +349,7 @@ class McpBridge:
         finally:
             scope.done = True
             del self._serving[key]
-        return {"result": _pass_through(value)}
+        return {"result": pass_through(value)}
 
     async def _connect(self, server_id: str) -> dict[str, Any]:
         assert self.provider is not None
@@ -477,10 +381,10 @@ class McpBridge:
         if hosted is not None:
             assert self.provider is not None
             value = await self.provider.message(hosted.handle, method, params, is_request=True)
-            return _pass_through(value)
+            return pass_through(value)
         client = self._clients.get(connection_id)
         if client is not None:
-            return _pass_through(await client.inbound.request(method, params))
+            return pass_through(await client.inbound.request(method, params))
         raise InvalidParams(
             f"unknown or closed MCP connection {connection_id!r}", {"connectionId": connection_id}
         )
@@ -603,13 +507,14 @@ class McpBridge:
             raise McpLimitExceeded(
                 f"{len(self._awaiting)} MCP-over-ACP requests await their outcome (limit {self.max_requests})"
             )
-        pending = self.conn.send_request("mcp/message", _envelope(server_id, rid, method, _with_request_meta(params)))
+        params = with_request_meta(params)
+        pending = self.conn.send_request("mcp/message", scoped_params(server_id, rid, method, params))
         self._awaiting[key] = options.get("on_notification") or _ignore
         try:
             carrier = await pending  # a cancelled awaiter makes the connection send $/cancel_request
         finally:
             self._awaiting.pop(key, None)  # shutdown may have cleared it already
-        return _inner_outcome(carrier)
+        return inner_outcome(carrier)
 
     def _check_declared(self, server_id: str) -> None:
         if not self.client_role:

@@ -40,12 +40,13 @@ from typing import TYPE_CHECKING, Any
 from ..peer.connection import IncomingRequest
 from ..wire.errors import InternalError, RequestCancelled, ServerBusy
 from ..wire.limits import CANCEL_GRACE_S, MAX_TURN_S
-from .base import _current_turn
 from .cancel import CancelToken
+from .context import turn_var
 from .sessions import Session
 
 if TYPE_CHECKING:
     from ..peer.connection import Connection
+    from .seams import PromptBudget
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +153,12 @@ _WHERE_DEPTH = 64  # frames named at most: the warning stays one readable record
 class BackgroundPool:
     """At most ``capacity`` background jobs per connection."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int, budget: PromptBudget | None = None) -> None:
+        """``budget``: a count of prompts shared beyond this pool (a host's, R28), checked
+        before a prompt is admitted here and given back when it lets go of its slots."""
         self._loop = loop
         self.capacity = capacity
+        self.budget = budget
         self._jobs: dict[str | int, Job] = {}
         self.cancel_grace_s = CANCEL_GRACE_S
         self.max_turn_s = MAX_TURN_S
@@ -188,6 +192,9 @@ class BackgroundPool:
 
     def admit(self, request: IncomingRequest, session: Session | None = None) -> Job:
         """Reserve a slot (and the session's turn); raise instead of queueing."""
+        budget = self.budget
+        if budget is not None and session is not None:  # the process's refusal comes first (R28)
+            budget.check_prompt()
         if len(self._jobs) >= self.capacity:
             if session is not None:  # a busy session's refusal says more than the pool's (R07, R30)
                 session.check_free()
@@ -198,6 +205,8 @@ class BackgroundPool:
             )
         job = Job(self, request, session)
         self._jobs[request.id] = job
+        if budget is not None and session is not None:
+            budget.prompt_started()
         return job
 
     def start(
@@ -279,7 +288,7 @@ class BackgroundPool:
             return False
         if task is not None and task in self._orphans:
             return True
-        turn = _current_turn.get()
+        turn = turn_var.get()
         if turn is None:
             return False
         tokens = self._orphan_tokens
@@ -338,6 +347,8 @@ class BackgroundPool:
         if job.released:
             return
         job.released = True
+        if self.budget is not None and job.is_prompt:
+            self.budget.prompt_ended()
         if job.timer is not None:
             job.timer.cancel()
             job.timer = None

@@ -1,130 +1,45 @@
-"""The ACP agent-server policy on top of a Connection, and ``run_agent`` for stdio.
+"""The ACP agent-server policy on top of a Connection.
 
 Enforces R01-R16 (the rule each piece enforces is named where it happens):
 control methods run inline on the dispatch loop, so the context and the
 session table are updated before the next message is admitted (R01);
 ``session/prompt`` and ``mcp/*`` go through the bounded pool with a context
 snapshot (R02, R08); cancellation and shutdown follow cancel.py and pool.py.
+What the server knows of the agent's class is worked out once per class
+(class_info.py), session starts are scheduled by starter.py, and the
+capabilities ``initialize`` advertises come from capabilities.py. A host
+composes in a session source and a budget (seams.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import inspect
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from ..peer import inline
-from ..peer.connection import Connection, IncomingRequest, State
-from ..wire.errors import InvalidParams, InvalidRequest, MethodNotFound, PromptInProgress, ServerBusy
+from ..peer.connection import Connection, IncomingRequest
+from ..wire.errors import InvalidRequest, MethodNotFound, PromptInProgress
 from ..wire.jsonrpc import Notification
-from .base import CAPABILITY_OF, Agent, Turn, _current_context, _current_turn, implements
+from .base import Agent
+from .cancelling import Canceller
+from .capabilities import agent_capabilities, check_system_prompt
+from .class_info import ControlHandler, Kwargs, class_info
 from .client_handle import Client
-from .context import Context
+from .context import Context, context_var
 from .mcp_bridge import McpBridge
-from .methods import (
-    AGENT_METHODS,
-    PROTOCOL_VERSION,
-    SUPPORTED_PROTOCOL_VERSIONS,
-    Lane,
-    MethodSpec,
-    _is_content_list,
-)
+from .methods import AGENT_METHODS, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Lane, MethodSpec
 from .pool import BackgroundPool, Job
-from .sessions import Session, SessionTable, new_session_id
+from .seams import SessionSource
+from .sessions import SessionTable, new_session_id
+from .starter import AnswerAfterStart, SessionStarter
+from .turns import enter_prompt, run_prompt, stop_reason
 from .validate import enabled as validation_enabled
 from .validate import install as install_validation
 
+__all__ = ["AgentServer", "AnswerAfterStart", "ControlHandler", "Kwargs"]
+
 log = logging.getLogger(__name__)
-
-Kwargs = dict[str, Any]
-ControlHandler = Callable[[Any, Kwargs], Awaitable[Any]]  # unbound: called with the AgentServer
-
-
-def _stop_reason(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {"stopReason": "end_turn"}
-    if isinstance(value, str):
-        return {"stopReason": value}
-    if isinstance(value, dict):
-        return value
-    raise TypeError(f"prompt() returned {type(value).__name__}; expected a dict, a str or None")
-
-
-def _set_path(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    for key in path[:-1]:
-        node = obj.get(key)
-        if not isinstance(node, dict):
-            node = obj[key] = {}
-        obj = node
-    obj[path[-1]] = value
-
-
-def _del_path(obj: dict[str, Any], path: tuple[str, ...]) -> None:
-    for key in path[:-1]:
-        node = obj.get(key)
-        if not isinstance(node, dict):
-            return
-        obj = node
-    obj.pop(path[-1], None)
-
-
-_IMPLEMENTED: dict[type, frozenset[str]] = {}
-_IMPLEMENTED_CLASSES = 256  # agent classes remembered; past it the cache starts over
-
-
-def _implemented_by(agent: Agent) -> frozenset[str]:
-    """The Agent methods ``agent``'s class overrides: one set per class, not one per connection
-    (``implements`` looks only at the class; a host holds thousands of connections)."""
-    cls = type(agent)
-    found = _IMPLEMENTED.get(cls)
-    if found is None:
-        if len(_IMPLEMENTED) >= _IMPLEMENTED_CLASSES:
-            _IMPLEMENTED.clear()
-        found = _IMPLEMENTED[cls] = frozenset(
-            name for name in dir(Agent) if not name.startswith("_") and implements(agent, name)
-        )
-    return found
-
-
-_NARROW: dict[type, dict[str, frozenset[str]]] = {}
-
-
-def _narrow_handlers(agent: Agent, implemented: frozenset[str]) -> dict[str, frozenset[str]]:
-    """The keyword arguments each handler of ``agent``'s class takes, for those without ``**kwargs``.
-
-    Undeclared params (see ``methods``) reach every handler that has
-    ``**kwargs``, as all the base ones do; one written without it gets only
-    the names it lists. One dict per class; usually empty.
-    """
-    cls = type(agent)
-    found = _NARROW.get(cls)
-    if found is None:
-        if len(_NARROW) >= _IMPLEMENTED_CLASSES:
-            _NARROW.clear()
-        found = {}
-        for attr in implemented | {"initialize", "new_session", "cancel"}:
-            try:
-                params = inspect.signature(getattr(cls, attr)).parameters.values()
-            except (TypeError, ValueError):  # not introspectable (a C callable): give it everything
-                continue
-            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-                found[attr] = frozenset(p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL)
-        _NARROW[cls] = found
-    return found
-
-
-class AnswerAfterStart:
-    """A load or resume answer that waits for the session's start callback (R22)."""
-
-    __slots__ = ("result", "session_id")
-
-    def __init__(self, session_id: str, result: dict[str, Any]) -> None:
-        self.session_id = session_id
-        self.result = result
 
 
 def _forwarding(attr: str, default: Callable[[Kwargs], dict[str, Any]] = lambda _kw: {}) -> ControlHandler:
@@ -162,31 +77,6 @@ _CONTROL: dict[str, str] = {
     "providers/set": "_set_provider",
     "providers/disable": "_disable_provider",
 }
-_Routes = dict[str, tuple[MethodSpec, ControlHandler | None]]
-_ROUTES: dict[tuple[type, type], _Routes] = {}
-
-
-def _routes_for(server_cls: type, agent_cls: type, implemented: frozenset[str]) -> _Routes:
-    """Every request method's spec and, for a control method the agent serves, its unbound handler.
-
-    One table per (server class, agent class) pair, shared by their
-    connections: built per connection it was ~3 KiB of dicts, tuples and
-    bound methods on every idle hosted connection.
-    """
-    key = (server_cls, agent_cls)
-    routes = _ROUTES.get(key)
-    if routes is None:
-        if len(_ROUTES) >= _IMPLEMENTED_CLASSES:
-            _ROUTES.clear()
-        served = {
-            method: getattr(server_cls, attr)
-            for method, attr in _CONTROL.items()
-            if method in ("initialize", "session/new") or AGENT_METHODS[method].attr in implemented
-        }
-        routes = _ROUTES[key] = {
-            method: (spec, served.get(method)) for method, spec in AGENT_METHODS.items() if not spec.notification
-        }
-    return routes
 
 
 class AgentServer:
@@ -198,51 +88,54 @@ class AgentServer:
         conn: Connection,
         sessions: SessionTable | None = None,
         pool: BackgroundPool | None = None,
+        source: SessionSource | None = None,
     ) -> None:
         """``sessions`` and ``pool`` replace the per-connection defaults: a host
-        passes ones that also count against process-wide limits (R28)."""
+        passes ones that also count against process-wide limits (R28), and a
+        ``source`` that ``session/load`` and ``session/resume`` take sessions
+        not open here from (parked ones)."""
         self.agent = agent
         self.conn = conn
         if validation_enabled():  # a debug aid; when off nothing is wrapped
             install_validation(conn)
-        self.limits = conn.limits
+        self.limits = limits = conn.limits
         self.context = Context()
-        self.sessions = sessions if sessions is not None else SessionTable(self.limits.max_sessions)
-        self.pool = pool if pool is not None else BackgroundPool(conn.loop, self.limits.max_background)
-        self.pool.bind(conn, type(agent).__qualname__, self._turn_timed_out)
+        self.sessions = sessions if sessions is not None else SessionTable(limits.max_sessions)
+        self.pool = pool if pool is not None else BackgroundPool(conn.loop, limits.max_background)
+        self.source = source
         self.client = Client(conn, lambda: self.context)
         self.mcp = McpBridge(
             conn,
             getattr(agent, "mcp_provider", None),
-            self.limits.max_mcp_connections,
+            limits.max_mcp_connections,
             self._declared_acp_servers,
             client_role=bool(getattr(agent, "mcp_over_acp", False)),
         )
         self.client.mcp = self.mcp
         self.client.sessions = self.sessions
-        self._implemented = _implemented_by(agent)
-        self._narrow = _narrow_handlers(agent, self._implemented)
-        # Every request method in one lookup: its spec and, for a served control method, its handler.
-        self._routes = _routes_for(type(self), type(agent), self._implemented)
-        # R22 phase two: opened sessions whose on_session_start is not spawned yet, in order.
-        self._to_start: deque[str] = deque()
-        self._start_scheduled = False
-        self._starts_running = 0
-        self._max_starts = max(1, self.limits.max_spawned // 2)
-        self._start_hook = type(agent).on_session_start is not Agent.on_session_start
+        self._info = info = class_info(type(self), type(agent), _CONTROL)
+        # Copied out of the shared info: what the request paths read on every request.
+        self._routes = info.routes  # every request method's spec and, when served on the loop, its handler
+        self._implemented = info.implemented
+        self._narrow = info.narrow
+        # R22: at most max_sessions opened sessions wait for their start callback, half of max_spawned run.
+        self.starter = SessionStarter(
+            conn, agent, self.sessions, info.start_hook, limits.max_sessions, limits.max_spawned // 2
+        )
+        self._to_start = self.starter.waiting
+        self.cancels = Canceller(agent, conn, self.sessions, self.pool, self.fit, info.cancel_hook)
+        self.pool.bind(conn, type(agent).__qualname__, self.cancels.turn_timed_out)
         self._idle_timer: asyncio.TimerHandle | None = None
         on_server = getattr(agent, "on_server", None)  # an adapter (compat) claims requests first
         if on_server is not None:
             on_server(self)
         conn.on_receive_request(self._on_request, "acp_fast.AgentServer.request")
         conn.on_receive_notification(self._on_notification, "acp_fast.AgentServer.notification")
-        conn.on_receive_notification_sync("session/cancel", self.on_cancel_notification)
-        conn.on_receive_notification_sync("$/cancel_request", self.on_cancel_notification)
-        self._cancel_hook = type(agent).cancel is not Agent.cancel
-        self._turn_end_hook = type(agent).on_turn_end is not Agent.on_turn_end
+        conn.on_receive_notification_sync("session/cancel", self.cancels.on_notification)
+        conn.on_receive_notification_sync("$/cancel_request", self.cancels.on_notification)
         conn.on_shutdown(self._shutdown)
         agent.on_connect(self.client)
-        if self.limits.idle_session_timeout_s > 0:
+        if limits.idle_session_timeout_s > 0:
             self._schedule_idle_sweep()
 
     # -- incoming --------------------------------------------------------------------
@@ -251,7 +144,6 @@ class AgentServer:
         route = self._routes.get(method)
         if route is None:
             if method.startswith("_") and "ext_method" in self._implemented:
-                self._require_initialized(method)
                 await self._ext_request(req)
                 return True
             raise MethodNotFound(f"Method not found: {method}", {"method": method})
@@ -262,7 +154,7 @@ class AgentServer:
         if handler is not None:  # a served control method: answered before the next message (R01)
             result = await handler(self, kwargs)
             if type(result) is AnswerAfterStart:
-                self._answer_after_start(req, result)
+                self.starter.answer_after(req, result)
             else:
                 req.respond(result)
             return True
@@ -279,10 +171,6 @@ class AgentServer:
         dropped = sorted(k for k in kw if k not in names)
         log.debug("%s.%s takes no **kwargs: params %s not passed", type(self.agent).__name__, attr, dropped)
         return {k: v for k, v in kw.items() if k in names}
-
-    def _require_initialized(self, method: str) -> None:
-        if not self.context.initialized and method != "initialize":
-            raise InvalidRequest(f"Invalid request: {method} before initialize")
 
     async def _on_notification(self, note: Notification) -> bool:
         method = note.method
@@ -303,55 +191,9 @@ class AgentServer:
 
     # -- cancellation (R06, R10-R12) ----------------------------------------------------------
     def on_cancel_notification(self, note: Notification) -> None:
-        """``session/cancel`` and ``$/cancel_request`` (R06, R10-R12).
-
-        Synchronous, so it can run straight from the read callback (see
-        dispatch). Public for adapters that see a cancel first (compat) and
-        hand over the ones for sessions this server holds.
-        """
-        spec = AGENT_METHODS[note.method]
-        try:
-            kwargs = spec.parse(note.params)
-        except InvalidParams as exc:  # R06: logged and dropped, never answered
-            log.warning("dropped malformed %s: %s", note.method, exc.message)
-            return
-        if note.method == "session/cancel":
-            self._cancel_session(kwargs["session_id"], kwargs.get("field_meta"))
-        else:
-            self._cancel_request(kwargs["request_id"])
-
-    def _cancel_session(
-        self, session_id: str, field_meta: dict[str, Any] | None = None, reason: str = "session/cancel"
-    ) -> None:
-        session = self.sessions.find(session_id)
-        if session is None:
-            log.debug("session/cancel for unknown session %r ignored", session_id)
-            return
-        session.cancel_turn(reason)
-        if self._cancel_hook:  # the agent's own reaction runs beside the loop, not on it
-            meta = {"field_meta": field_meta} if field_meta else {}
-            hook = self.agent.cancel(**self.fit("cancel", {"session_id": session_id, **meta}))
-            self.conn.spawn(hook, name=f"acp.cancel_hook:{session_id}")
-
-    def _turn_timed_out(self, job: Job) -> None:
-        """A turn ran past ``max_turn_s``: cancelled as a ``session/cancel`` would (R30)."""
-        session = job.session
-        if session is None or session.turn is not job:
-            job.cancel("max_turn_s (timeout)")
-            return
-        try:
-            self._cancel_session(session.id, reason="max_turn_s (timeout)")
-        except ServerBusy as exc:  # the turn is cancelled; only the agent's cancel hook could not be spawned
-            log.warning("cancel hook for session %r not run after its timeout: %s", session.id, exc.message)
-
-    def _cancel_request(self, request_id: str | int) -> None:
-        job = self.pool.get(request_id)
-        if job is None:
-            return  # finished already, or never ours: the normal response stands
-        if job.session is not None:
-            job.session.cancel_turn("$/cancel_request")
-        else:
-            job.cancel("$/cancel_request")
+        """``session/cancel`` and ``$/cancel_request`` (``Canceller.on_notification``), for adapters
+        that see a cancel first (compat) and hand over the ones for sessions this server holds."""
+        self.cancels.on_notification(note)
 
     # -- background lane (R02, R07, R08) ---------------------------------------------------
     def _admit(self, req: IncomingRequest, spec: MethodSpec, kwargs: Kwargs) -> None:
@@ -363,13 +205,14 @@ class AgentServer:
                 kwargs = self.fit("prompt", kwargs)
             job = self.pool.admit(req, session)
             snapshot = self.context  # R02: the context as of admission, not of execution
+            agent, hook = self.agent, self._info.turn_end_hook
             self.pool.start(
                 job,
-                (lambda j: self._run_prompt(j, kwargs, snapshot))
-                if self._turn_end_hook
-                else (lambda j: self._enter_prompt(j, kwargs, snapshot)),
-                lambda _j, v: _stop_reason(v),
-                not_started=lambda j: self._run_prompt(j, None, snapshot),
+                (lambda j: run_prompt(agent, j, kwargs, snapshot, True))
+                if hook
+                else (lambda j: enter_prompt(agent, j, kwargs, snapshot)),
+                lambda _j, v: stop_reason(v),
+                not_started=lambda j: run_prompt(agent, j, None, snapshot, hook),
             )
             return
         if not self.mcp.handles(spec.method):
@@ -379,7 +222,7 @@ class AgentServer:
         snapshot = self.context  # R02: the context as of admission
 
         async def run_mcp(_job: Job) -> Any:
-            _current_context.set(snapshot)
+            context_var.set(snapshot)
             return await self.mcp.handle_request(spec.method, kwargs)
 
         self.pool.start(job, run_mcp, lambda _j, v: v)
@@ -393,49 +236,9 @@ class AgentServer:
             if isinstance(s, dict) and s.get("type") == "acp" and isinstance(s.get("serverId"), str)
         ]
 
-    def _enter_prompt(self, job: Job, kwargs: Kwargs, snapshot: Context) -> Awaitable[Any]:
-        """The turn of an agent without an end-of-turn hook: the agent's ``prompt`` coroutine itself.
-
-        Called inside the job's task, so the context variables are the task's.
-        No wrapping coroutine: a cancellation unwinds one frame less before the
-        answer is written, and whatever ``prompt`` raises reaches the pool as
-        it would through ``_run_prompt``.
-        """
-        assert job.session is not None
-        _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
-        _current_context.set(snapshot)
-        return self.agent.prompt(**kwargs)
-
-    async def _run_prompt(self, job: Job, kwargs: Kwargs | None, snapshot: Context) -> Any:
-        """One turn: the agent's ``prompt``, then ``on_turn_end`` however it ended.
-
-        ``kwargs`` None: the turn was cancelled before its task ran a step; the
-        body is not called and nothing is emitted, but the end-of-turn hook
-        still runs (R10).
-        """
-        assert job.session is not None
-        session_id = job.session.id
-        _current_turn.set(Turn(job.session, job.token, job.request.id, snapshot))
-        _current_context.set(snapshot)
-        outcome = "failed"
-        try:
-            if kwargs is None:
-                outcome = "cancelled"
-                return None
-            value = await self.agent.prompt(**kwargs)
-            outcome = "cancelled" if job.token.cancelled else _stop_reason(value).get("stopReason", "end_turn")
-            return value
-        except asyncio.CancelledError:
-            outcome = "aborted" if job.aborted else "cancelled"
-            raise
-        finally:
-            if self._turn_end_hook:  # the base hook does nothing: a cancelled turn answers sooner without it
-                try:
-                    await self.agent.on_turn_end(session_id, str(outcome))
-                except Exception:
-                    log.exception("on_turn_end failed for session %r", session_id)
-
     async def _ext_request(self, req: IncomingRequest) -> None:
+        if not self.context.initialized:  # an extension method is never "initialize"
+            raise InvalidRequest(f"Invalid request: {req.method} before initialize")
         params = req.params if isinstance(req.params, dict) else {}
         if req.method in self.agent.background_extensions:
             job = self.pool.admit(req)
@@ -452,29 +255,14 @@ class AgentServer:
         call["client_capabilities"] = caps
         extra = await self.agent.initialize(**self.fit("initialize", call))
         result: dict[str, Any] = dict(extra or {})
-        agent_caps: dict[str, Any] = dict(result.get("agentCapabilities") or {})
-        served: dict[tuple[str, ...], bool] = {}
-        for attr, path in CAPABILITY_OF.items():  # a path several methods share needs all of them
-            served[path] = served.get(path, True) and attr in self._implemented
-        for path, on in served.items():
-            if not on:
-                _del_path(agent_caps, path)  # never advertise what would answer -32601
-            elif not self.agent.decides_capabilities:
-                _set_path(agent_caps, path, True if len(path) == 1 and path[0] == "loadSession" else {})
-        modes = self.agent.system_prompt_modes
-        if "append" in modes:
-            _set_path(
-                agent_caps,
-                ("sessionCapabilities", "systemPrompt"),
-                {"mode": {"override": {}}} if "override" in modes else {},
-            )
-        elif not self.agent.decides_capabilities:
-            _del_path(agent_caps, ("sessionCapabilities", "systemPrompt"))
-        if self.mcp.enabled:
-            _set_path(agent_caps, ("mcpCapabilities", "acp"), True)
-        else:
-            _del_path(agent_caps, ("mcpCapabilities", "acp"))
-        result["agentCapabilities"] = agent_caps
+        agent = self.agent
+        result["agentCapabilities"] = agent_capabilities(
+            result.get("agentCapabilities"),
+            self._implemented,
+            agent.system_prompt_modes,
+            agent.decides_capabilities,
+            self.mcp.enabled,
+        )
         result["protocolVersion"] = version
         result.setdefault("authMethods", [])
         self.context = self.context.evolve(
@@ -496,169 +284,23 @@ class AgentServer:
         self.context = self.context.evolve(authenticated=False, auth_method=None)
         return result or {}
 
-    def _check_system_prompt(self, kw: Kwargs) -> None:
-        """Refuse a ``systemPrompt`` the agent cannot apply (schema 1.30: it MUST return an error);
-        ``kw`` holds ``system_prompt`` only when the client sent one."""
-        if "system_prompt" not in kw:
-            return
-        prompt = kw["system_prompt"]
-        modes = self.agent.system_prompt_modes
-        if not modes:
-            raise InvalidParams(
-                "Invalid params: this agent does not accept a systemPrompt "
-                "(it does not advertise sessionCapabilities.systemPrompt)",
-                {"field": "systemPrompt"},
-            )
-        mode = prompt.get("mode")
-        if mode not in modes:
-            raise InvalidParams(
-                f"Invalid params: systemPrompt mode {mode!r} is not supported by this agent "
-                f"(supported: {', '.join(sorted(modes))})",
-                {"field": "systemPrompt.mode"},
-            )
-        if not _is_content_list(prompt.get("content")):
-            raise InvalidParams(
-                "Invalid params: systemPrompt.content must be an array of content blocks",
-                {"field": "systemPrompt.content"},
-            )
-
-    def _open(self, session_id: str, kw: Kwargs, result: dict[str, Any], start: bool = True) -> Session:
-        """Framework-owned setup of a new session (phase one of R22); ``start`` queues its
-        start callback behind the answer (new, fork). A session already open here is
-        re-opened: the cwd and MCP servers of this request replace the earlier ones."""
-        cwd, servers = kw["cwd"], kw.get("mcp_servers")
-        session = self.sessions.open(session_id, cwd, servers)
-        if session.mcp_servers is not servers and (session.cwd != cwd or session.mcp_servers != (servers or [])):
-            session.cwd = cwd
-            session.mcp_servers = servers or []
-        modes = result.get("modes")
-        if isinstance(modes, dict):
-            mode_id = modes.get("currentModeId")
-            if isinstance(mode_id, str):
-                session.mode_id = mode_id
-        if start and self._start_hook:  # the base hook does nothing: no phase two to schedule
-            self._to_start.append(session_id)
-            if not self._start_scheduled:  # one callback per loop turn starts the sessions opened in it
-                self._start_scheduled = True
-                self.conn.loop.call_soon(self._start_sessions)
-        return session
-
-    def _check_start_room(self) -> None:
-        """Refuse to open a session while max_sessions of them wait for their start callback."""
-        if len(self._to_start) >= self.limits.max_sessions:
-            raise ServerBusy(
-                f"{len(self._to_start)} new sessions are waiting for on_session_start "
-                f"(limit {self.limits.max_sessions}); retry later"
-            )
-
-    def _start_sessions(self) -> None:
-        """Phase two of R22: the user's callbacks, after the responses are written.
-
-        Started by starter tasks (``_run_starts``), at most half of
-        max_spawned at once; the queue keeps the rest in order. A client
-        pipelining session/new otherwise fills the spawn limit with callbacks
-        parked behind a full pipe (answers never wait, so that pipe stays full
-        while the client keeps asking).
-        """
-        self._start_scheduled = False
-        queue = self._to_start
-        if not queue or self._starts_running >= self._max_starts:
-            return
-        if self.conn.state is not State.OPEN:
-            queue.clear()
-            return
-        self._starts_running += 1
-        try:
-            self.conn.spawn(self._run_starts(), name="acp.session_start", on_done=self._starter_done)
-        except ServerBusy as exc:  # other spawned work fills the limit
-            self._starts_running -= 1
-            if self._starts_running == 0:  # no starter will come back for them
-                for session_id in queue:
-                    log.warning("on_session_start(%r) not run: %s", session_id, exc.message)
-                queue.clear()
-
-    async def _run_starts(self) -> None:
-        """Run queued start callbacks, in order, each in a context of its own, in this task.
-
-        Each is stepped by the dispatch's own primitive (``inline.first_step``,
-        then its ``Resume``). A callback that finishes without suspending (an announcement written
-        to an unblocked pipe) costs no task of its own: a task per session
-        was a fifth of a pipelined session/new. One that suspends keeps this
-        task for the rest of its run, exactly as if it had been spawned alone
-        (``current_task``, timeouts and task groups see one task throughout),
-        and another starter takes the rest of the queue meanwhile; while the
-        transport is paused above its high-water mark, only once it resumes
-        (the next callbacks would only queue their output and wait too: with
-        a client pipelining session/new, that was a task and a wait per
-        session). A paused transport always resumes or is lost, and either
-        releases the writer's flow waiters, so the queue cannot stall there.
-        """
-        queue = self._to_start
-        opened = self.sessions.by_id
-        conn = self.conn
-        hook = self.agent.on_session_start
-        copy_context = contextvars.copy_context
-        first_step = inline.first_step
-        open_state = State.OPEN
-        while queue and conn.state is open_state:
-            session_id = queue.popleft()
-            if session_id not in opened:
-                continue
-            coro = hook(session_id)
-            try:
-                resume = first_step(coro, copy_context())
-            except BaseException as exc:
-                self._start_failed(session_id, exc)
-                continue
-            if resume is None:  # finished without suspending
-                continue
-            if queue and not self._start_scheduled:  # the next sessions start beside this one
-                self._start_scheduled = True
-                if conn.writer.paused:  # it waits for room in the output, and so would they: start them
-                    conn.writer.on_flow(self._start_sessions)  # when the transport resumes, not now
-                else:
-                    conn.loop.call_soon(self._start_sessions)
-            try:
-                await resume
-            except BaseException as exc:
-                self._start_failed(session_id, exc)
-
-    def _start_failed(self, session_id: str, exc: BaseException) -> None:
-        """A start callback raised: logged as a spawned task's failure is; the starter goes on.
-
-        A cancellation of the starter task itself ends it (shutdown).
-        """
-        if isinstance(exc, asyncio.CancelledError):
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise exc
-            return
-        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
-            raise exc
-        log.error("on_session_start(%r) failed", session_id, exc_info=exc)
-
-    def _starter_done(self, _task: asyncio.Task[Any]) -> None:
-        self._starts_running -= 1
-        if self._to_start and not self._start_scheduled:
-            self._start_sessions()
-
     async def _new_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.check_capacity()
         if len(self._to_start) >= self.limits.max_sessions:
-            self._check_start_room()
+            self.starter.check_room()
         if len(kw) == 3:  # no _meta: named arguments cost less than unpacking the dict
             call = self.agent.new_session(
                 cwd=kw["cwd"], mcp_servers=kw["mcp_servers"], additional_directories=kw["additional_directories"]
             )
         else:
-            self._check_system_prompt(kw)
+            check_system_prompt(kw, self.agent.system_prompt_modes)
             call = self.agent.new_session(**self.fit("new_session", kw))
         result = await call
         if type(result) is not dict or "sessionId" not in result:  # else answered as the agent built it
             result = dict(result or {})
             result["sessionId"] = new_session_id("sess_")
         session_id = result["sessionId"]
-        self._open(session_id, kw, result)
+        self.starter.open(session_id, kw, result)
         return result
 
     async def _reopen(self, attr: str, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
@@ -671,17 +313,19 @@ class AgentServer:
         start callback's updates included (R22).
         """
         session_id = kw["session_id"]
+        if self.source is not None:  # a host's parked session comes back before the agent opens it
+            await self.source.reattach(session_id, self.sessions, self.agent)
         open_already = self.sessions.find(session_id)
         if open_already is not None and open_already.busy:
             raise PromptInProgress(
                 f"session {session_id!r} has a prompt running; cancel it or wait for its response "
                 "before loading it again"
             )
-        self._check_start_room()
-        self._check_system_prompt(kw)
+        self.starter.check_room()
+        check_system_prompt(kw, self.agent.system_prompt_modes)
         result = dict(await getattr(self.agent, attr)(**self.fit(attr, kw)) or {})
-        self._open(session_id, kw, result, start=False)
-        if self._start_hook:
+        self.starter.open(session_id, kw, result, start=False)
+        if self.starter.hook:
             return AnswerAfterStart(session_id, result)
         return result
 
@@ -691,38 +335,15 @@ class AgentServer:
     async def _resume_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
         return await self._reopen("resume_session", kw)
 
-    def _answer_after_start(self, req: IncomingRequest, pending: AnswerAfterStart) -> None:
-        """Run the start callback of a loaded or resumed session, then answer (R22).
-
-        In a spawned task, so that the callback may await the client (R21); the
-        answer is written however the callback ends, also when shutdown cancels it.
-        """
-
-        async def start_then_answer() -> None:
-            try:
-                await self.agent.on_session_start(pending.session_id)
-            except BaseException as exc:
-                self._start_failed(pending.session_id, exc)  # the starters' rule: logged; shutdown's cancel ends it
-            finally:
-                req.respond(pending.result)
-
-        try:
-            self.conn.spawn(
-                start_then_answer(), name=f"acp.session_start:{pending.session_id}"
-            )
-        except ServerBusy as exc:  # the spawn limit is full: answer now, start callback skipped
-            log.warning("on_session_start(%r) not run: %s", pending.session_id, exc.message)
-            req.respond(pending.result)
-
     async def _fork_session(self, kw: Kwargs) -> dict[str, Any]:
         self.sessions.get(kw["session_id"])
-        self._check_start_room()
-        self._check_system_prompt(kw)
+        self.starter.check_room()
+        check_system_prompt(kw, self.agent.system_prompt_modes)
         result = dict(await self.agent.fork_session(**self.fit("fork_session", kw)) or {})
         if "sessionId" not in result:
             result["sessionId"] = new_session_id("sess_")
         new_id = result["sessionId"]
-        self._open(new_id, kw, result)
+        self.starter.open(new_id, kw, result)
         return result
 
     async def _list_sessions(self, kw: Kwargs) -> dict[str, Any]:

@@ -20,12 +20,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..wire.errors import from_exception
-from .base import Turn, _current_context, _current_turn
 from .cancel import CancelToken
+from .context import Turn, enter_turn, turn_var
 from .sessions import ChildSession
 
 if TYPE_CHECKING:
-    from .client_handle import Client
+    from .updates import SessionUpdates
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class SubagentRun:
         "value",
     )
 
-    def __init__(self, client: Client, session: ChildSession, work: SubagentWork) -> None:
+    def __init__(self, client: SessionUpdates, session: ChildSession, work: SubagentWork) -> None:
         self._client = client
         self._work = work
         self.session = session
@@ -136,8 +136,7 @@ class SubagentRun:
         if self.task is None:  # started eagerly, inside create_task: hand the step back first
             await asyncio.sleep(0)
         self.started = True
-        _current_turn.set(turn)
-        _current_context.set(turn.context)
+        enter_turn(turn)
         if self.token.cancelled:  # cancelled before its first step (R10): the work is never called
             self._finish("cancelled")
             return
@@ -187,7 +186,7 @@ class SubagentRun:
         When no task can be made (the spawn limit), the run ends as ``error``,
         reported like any other end, and the error is raised.
         """
-        parent_turn = _current_turn.get()
+        parent_turn = turn_var.get()
         request_id = parent_turn.request_id if parent_turn is not None else self.session_id
         origin = None if parent_turn is None else getattr(parent_turn, "origin", None) or parent_turn.token
         turn = ChildTurn(origin, self.session, self.token, request_id, context)

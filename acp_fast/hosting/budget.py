@@ -1,21 +1,19 @@
 """Process-wide budgets shared by every connection of a host (R28).
 
 Each connection keeps its own session table and 32-slot pool, unchanged
-(R27); the subclasses here additionally reserve from one process-wide count
-at the same moment, and give back on every path the per-connection object
-already covers (removal, completion, cancellation, abort, connection end).
-The checks run before work is admitted, so a full process refuses instead of
-queueing, with the same -32000 answer a full connection gives.
+(R27); both additionally draw on one process-wide ``ProcessBudget`` at the
+same moment, and give back on every path the per-connection object already
+covers (removal, completion, cancellation, abort, connection end). The pool
+takes the budget as its ``budget`` (agent/seams.py ``PromptBudget``); the
+session table extends the public methods of the agent's one. The checks run
+before work is admitted, so a full process refuses instead of queueing, with
+the same -32000 answer a full connection gives.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
-from ..agent.pool import BackgroundPool, Job
+from ..agent.pool import BackgroundPool
 from ..agent.sessions import Session, SessionTable
-from ..peer.connection import IncomingRequest
 from ..wire.errors import ServerBusy
 from ..wire.limits import Limits
 
@@ -35,6 +33,30 @@ class ProcessBudget:
         self.detached = 0
         self.running_prompts = 0
 
+    def check_session(self) -> None:
+        """Raise ServerBusy when the process holds ``max_sessions_total`` sessions, open or parked."""
+        if self.sessions + self.detached >= self.limits.max_sessions_total:
+            raise ServerBusy(
+                f"server busy: {self.sessions + self.detached} sessions open or parked in this process "
+                f"(limit {self.limits.max_sessions_total}); retry later",
+                {"limit": self.limits.max_sessions_total},
+            )
+
+    def check_prompt(self) -> None:
+        """Raise ServerBusy when ``max_running_prompts`` prompts run in the process."""
+        if self.running_prompts >= self.limits.max_running_prompts:
+            raise ServerBusy(
+                f"server busy: {self.running_prompts} prompts running in this process "
+                f"(limit {self.limits.max_running_prompts}); retry when one finishes",
+                {"limit": self.limits.max_running_prompts},
+            )
+
+    def prompt_started(self) -> None:
+        self.running_prompts += 1
+
+    def prompt_ended(self) -> None:
+        self.running_prompts -= 1
+
 
 class HostedSessionTable(SessionTable):
     """A connection's session table that also counts against the process's sessions."""
@@ -45,13 +67,7 @@ class HostedSessionTable(SessionTable):
 
     def check_capacity(self) -> None:
         super().check_capacity()
-        budget = self._budget
-        if budget.sessions + budget.detached >= budget.limits.max_sessions_total:
-            raise ServerBusy(
-                f"server busy: {budget.sessions + budget.detached} sessions open or parked in this process "
-                f"(limit {budget.limits.max_sessions_total}); retry later",
-                {"limit": budget.limits.max_sessions_total},
-            )
+        self._budget.check_session()
 
     def add(self, session: Session) -> Session:
         super().add(session)
@@ -65,27 +81,6 @@ class HostedSessionTable(SessionTable):
         return session
 
 
-class HostedPool(BackgroundPool):
-    """A connection's background pool whose prompts also count against the process's."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, capacity: int, budget: ProcessBudget) -> None:
-        super().__init__(loop, capacity)
-        self._budget = budget
-
-    def admit(self, request: IncomingRequest, session: Session | None = None) -> Job:
-        budget = self._budget
-        if session is not None and budget.running_prompts >= budget.limits.max_running_prompts:
-            raise ServerBusy(
-                f"server busy: {budget.running_prompts} prompts running in this process "
-                f"(limit {budget.limits.max_running_prompts}); retry when one finishes",
-                {"limit": budget.limits.max_running_prompts},
-            )
-        job = super().admit(request, session)
-        if job.is_prompt:
-            budget.running_prompts += 1
-        return job
-
-    def _release(self, job: Job, *args: Any, **kwargs: Any) -> None:
-        if not job.released and job.is_prompt:
-            self._budget.running_prompts -= 1
-        super()._release(job, *args, **kwargs)
+#: A connection's background pool whose prompts also count against the process's: the
+#: agent's pool given the ``ProcessBudget`` as its third argument, ``budget``.
+HostedPool = BackgroundPool

@@ -39,12 +39,13 @@ from typing import Any
 import orjson
 
 from ..agent.base import Agent, implements
-from ..agent.server import AgentServer, AnswerAfterStart, Kwargs
-from ..agent.sessions import Session
+from ..agent.pool import BackgroundPool
+from ..agent.server import AgentServer
+from ..agent.sessions import Session, SessionTable
 from ..peer.connection import Connection
 from ..wire.errors import AcpError, InvalidParams
 from ..wire.limits import Limits
-from .budget import HostedPool, HostedSessionTable, ProcessBudget
+from .budget import HostedSessionTable, ProcessBudget
 from .store import SessionStore, WrongOwner
 
 log = logging.getLogger(__name__)
@@ -278,8 +279,58 @@ def _unknown(session_id: str) -> InvalidParams:
     return InvalidParams(f"unknown session {session_id!r}", {"sessionId": session_id})
 
 
+class ParkedSessionSource:
+    """One hosted connection's way to the parked sessions: the ``SessionSource`` its server
+    asks before ``session/load`` and ``session/resume``, and where its sessions go when it ends."""
+
+    __slots__ = ("detached", "principal")
+
+    def __init__(self, detached: DetachedSessions, principal: str | None) -> None:
+        self.detached = detached
+        self.principal = principal
+
+    async def reattach(self, session_id: str, sessions: SessionTable, agent: Agent) -> None:
+        if session_id in sessions:
+            return
+        entry = await self.detached.take(session_id, self.principal)
+        if entry is None:
+            return
+        try:
+            sessions.add(entry.session)
+        except AcpError:
+            await self.detached.restore(entry)
+            raise
+        entry.session.last_active = time.monotonic()  # idle cleanup (R16) counts from the re-attach
+        agent.attach_session(session_id, entry.state)
+
+    async def release(self, table: SessionTable, agent: Agent, park: bool) -> None:
+        """The connection ended (its prompts already joined): park its idle sessions, or drop them all.
+
+        Every session leaves the table (and the agent's hands) before the first
+        store call, so a store that stalls delays only the parking.
+        """
+        leaving: list[tuple[Session, Any]] = []
+        for session in table:
+            table.remove(session.id)
+            if not park or session.busy:
+                continue
+            try:
+                state = agent.detach_session(session.id)
+            except Exception:
+                log.exception("detach_session(%r) failed; the session ends with its socket", session.id)
+                continue
+            leaving.append((session, state))
+        for session, state in leaving:
+            await self.detached.park(session, state, self.principal)
+
+
 class HostedAgentServer(AgentServer):
-    """An AgentServer whose ``session/load`` and ``session/resume`` first re-attach a parked session."""
+    """An AgentServer built the way a host builds one: a table and a pool that count against the
+    process (hosting/budget.py), and the parked sessions as its session source.
+
+    It adds to the server only what the host asks of a connection at its end;
+    every request is served by the AgentServer's own methods.
+    """
 
     def __init__(
         self,
@@ -287,11 +338,12 @@ class HostedAgentServer(AgentServer):
         conn: Connection,
         *,
         sessions: HostedSessionTable,
-        pool: HostedPool,
+        pool: BackgroundPool,
         detached: DetachedSessions,
         principal: str | None,
     ) -> None:
-        super().__init__(agent, conn, sessions=sessions, pool=pool)
+        self.parked = ParkedSessionSource(detached, principal)
+        super().__init__(agent, conn, sessions=sessions, pool=pool, source=self.parked)
         self.hosted_sessions = sessions
         self.detached = detached
         self.principal = principal
@@ -301,45 +353,6 @@ class HostedAgentServer(AgentServer):
         """Parking helps only an agent that serves session/load or session/resume."""
         return implements(self.agent, "load_session") or implements(self.agent, "resume_session")
 
-    async def _load_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
-        await self._reattach(kw["session_id"])
-        return await super()._load_session(kw)
-
-    async def _resume_session(self, kw: Kwargs) -> dict[str, Any] | AnswerAfterStart:
-        await self._reattach(kw["session_id"])
-        return await super()._resume_session(kw)
-
-    async def _reattach(self, session_id: str) -> None:
-        if session_id in self.sessions:
-            return
-        entry = await self.detached.take(session_id, self.principal)
-        if entry is None:
-            return
-        try:
-            self.sessions.add(entry.session)
-        except AcpError:
-            await self.detached.restore(entry)
-            raise
-        entry.session.last_active = time.monotonic()  # idle cleanup (R16) counts from the re-attach
-        self.agent.attach_session(session_id, entry.state)
-
     async def release_sessions(self, park: bool) -> None:
-        """The connection ended (its prompts already joined): park its idle sessions, or drop them all.
-
-        Every session leaves the table (and the agent's hands) before the first
-        store call, so a store that stalls delays only the parking.
-        """
-        table = self.hosted_sessions
-        leaving: list[tuple[Session, Any]] = []
-        for session in table:
-            table.remove(session.id)
-            if not park or session.busy:
-                continue
-            try:
-                state = self.agent.detach_session(session.id)
-            except Exception:
-                log.exception("detach_session(%r) failed; the session ends with its socket", session.id)
-                continue
-            leaving.append((session, state))
-        for session, state in leaving:
-            await self.detached.park(session, state, self.principal)
+        """The connection ended: see ``ParkedSessionSource.release``."""
+        await self.parked.release(self.hosted_sessions, self.agent, park)
