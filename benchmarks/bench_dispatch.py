@@ -89,11 +89,16 @@ class Wired:
         self.feed: Callable[[bytes], None]
         self.eof: Callable[[], Any]
         self.closers: list[Callable[[], Any]] = []
-        if impl == "acp_fast":
+        if impl in ("acp_fast", "compat"):
             limits = Limits()
             writer = Writer(loop, limits)
             conn = Connection(loop, writer, limits)
-            self.agent: Any = DemoAgent()
+            if impl == "compat":  # the SDK demo agent, served by acp_fast.compat (per_request.py --impl)
+                from acp_fast.compat import wrap_sdk_agent
+
+                self.agent: Any = wrap_sdk_agent(SdkDemoAgent())
+            else:
+                self.agent = DemoAgent()
             self.server: AgentServer | None = AgentServer(self.agent, conn)
             reader = ReadProtocol(conn, LineFramer(limits.max_line_bytes, limits.overlimit_head_bytes), 256 * 1024)
             into = MemoryTransport(loop, Unwatched(), immediate=True)
@@ -101,6 +106,8 @@ class Wired:
             writer.attach(MemoryTransport(loop, writer, self.sink, immediate=True))
             self.task = loop.create_task(conn.run())
             self.feed = into.write
+            if impl == "compat":  # SDK agents call get_running_loop(): their reads arrive inside the loop
+                self.feed = lambda data: loop.call_soon(into.write, data)
             self.eof = into.close
         else:
             from acp.agent.connection import AgentSideConnection  # what acp.run_agent uses

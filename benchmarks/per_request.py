@@ -1,7 +1,7 @@
 """Per-request CPU of the inline path, in process: µs per pipelined request, optionally profiled.
 
-    python benchmarks/per_request.py [--method set_mode|new|stream] [--n 100000] [--chunk 256] [--profile]
-        [--gc-default] [--metrics | --compare-metrics]
+    python benchmarks/per_request.py [--method set_mode|new|stream|prompt] [--impl acp_fast|compat] [--n 100000]
+        [--chunk 256] [--profile] [--gc-default] [--metrics | --compare-metrics]
 
 Feeds ``n`` pipelined requests, ``chunk`` lines per read, through the product
 read path (ReadProtocol -> LineFramer -> Connection -> AgentServer with the
@@ -13,7 +13,11 @@ agent/serve.py) unless ``--gc-default`` keeps CPython's defaults. Issue 15's end
 
 ``--method stream`` sends prompts of the demo's ``stream 1000 0`` (1,000
 updates each, no pacing) instead, and reports CPU µs per update and updates
-per CPU second. ``--metrics`` serves with Prometheus metrics on (the
+per CPU second. ``--method prompt`` sends ``stream 0 0`` prompts, one per
+session on ``PROMPT_SESSIONS`` sessions per read (admission, task, answer: the
+background path's cost per request). ``--impl compat`` serves the SDK demo agent
+(acp_fast/bench/sdk_demo_agent.py) through ``acp_fast.compat`` instead of the
+native demo agent. ``--metrics`` serves with Prometheus metrics on (the
 connection's requests timed, as ``--metrics`` does); ``--compare-metrics``
 alternates runs off and on in the same process and prints both medians, their
 ratio and the median of the paired ratios (each on run against the off run
@@ -53,10 +57,25 @@ def _chunks(method: str, n: int, chunk: int, session: str, first_id: int) -> lis
 
 
 STREAM_WORDS = 1000
+PROMPT_SESSIONS = 32  # one prompt per session at a time (R07); the pool's default size (R08)
 
 
-def run(method: str, n: int, chunk: int, profile: bool, metrics: bool = False) -> float:
-    w, ids = _setup("uvloop", "acp_fast", 1)
+def _prompt_chunks(ids: list[str], n: int) -> list[bytes]:
+    prompt = [{"type": "text", "text": "stream 0 0"}]
+    rounds = max(1, n // len(ids))
+    return [
+        _lines(
+            [
+                _request(1000 + r * len(ids) + i, "session/prompt", {"sessionId": s, "prompt": prompt})
+                for i, s in enumerate(ids)
+            ]
+        )
+        for r in range(rounds)
+    ]
+
+
+def run(method: str, n: int, chunk: int, profile: bool, metrics: bool = False, impl: str = "acp_fast") -> float:
+    w, ids = _setup("uvloop", impl, PROMPT_SESSIONS if method == "prompt" else 1)
     if metrics:
         from acp_fast.observability.metrics import Metrics
 
@@ -66,6 +85,9 @@ def run(method: str, n: int, chunk: int, profile: bool, metrics: bool = False) -
         prompt = {"sessionId": ids[0], "prompt": [{"type": "text", "text": f"stream {STREAM_WORDS} 0"}]}
         chunks = [_lines([_request(1000 + i, "session/prompt", prompt)]) for i in range(max(1, n // STREAM_WORDS))]
         n = len(chunks) * STREAM_WORDS  # the cost is per update
+    elif method == "prompt":
+        chunks = _prompt_chunks(ids, n)
+        n = len(chunks) * len(ids)
     else:
         chunks = _chunks(method, n, chunk, ids[0], 1000)
     sizes = [c.count(b"\n") for c in chunks]
@@ -87,7 +109,8 @@ def run(method: str, n: int, chunk: int, profile: bool, metrics: bool = False) -
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--method", choices=["set_mode", "new", "stream"], default="set_mode")
+    ap.add_argument("--method", choices=["set_mode", "new", "stream", "prompt"], default="set_mode")
+    ap.add_argument("--impl", choices=["acp_fast", "compat"], default="acp_fast", help="native or an SDK agent")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--chunk", type=int, default=256)
     ap.add_argument("--runs", type=int, default=5)
@@ -102,14 +125,14 @@ def main() -> None:
     if a.method == "new":
         a.n = min(a.n, 9000)  # one connection holds at most Limits.max_sessions (10,000)
     if a.profile:
-        run(a.method, a.n, a.chunk, True, a.metrics)
+        run(a.method, a.n, a.chunk, True, a.metrics, a.impl)
         return
     if a.compare_metrics:
         off: list[float] = []
         on: list[float] = []
         for _ in range(a.runs):  # interleaved, so drift on a shared machine hits both alike
-            off.append(run(a.method, a.n, a.chunk, False, False))
-            on.append(run(a.method, a.n, a.chunk, False, True))
+            off.append(run(a.method, a.n, a.chunk, False, False, a.impl))
+            on.append(run(a.method, a.n, a.chunk, False, True, a.impl))
         m_off, m_on = statistics.median(off), statistics.median(on)
         unit = "us CPU/update" if a.method == "stream" else "us CPU/request"
         print(f"{a.method}: metrics off median {m_off:.3f}, on {m_on:.3f} {unit}: {100 * (m_on / m_off - 1):+.1f} %")
@@ -119,7 +142,7 @@ def main() -> None:
             print(f"updates per CPU second: off {1e6 / m_off:,.0f}, on {1e6 / m_on:,.0f}")
         print(orjson.dumps({"method": a.method, "off": off, "on": on}).decode())
         return
-    us = [run(a.method, a.n, a.chunk, False, a.metrics) for _ in range(a.runs)]
+    us = [run(a.method, a.n, a.chunk, False, a.metrics, a.impl) for _ in range(a.runs)]
     runs = ", ".join(f"{u:.3f}" for u in us)
     print(f"{a.method}: median {statistics.median(us):.3f}, min {min(us):.3f} us CPU/request (runs {runs})")
     print(orjson.dumps({"method": a.method, "median_us": statistics.median(us), "runs": us}).decode())

@@ -38,10 +38,10 @@ FS = {"fs": {"readTextFile": True, "writeTextFile": True}}
 
 
 async def _start(
-    sample: SampleAgent | None = None, caps: dict[str, Any] | None = None
+    sample: SampleAgent | None = None, caps: dict[str, Any] | None = None, limits: Limits | None = None
 ) -> tuple[Harness, SampleAgent, str]:
     sample = sample or SampleAgent()
-    h = Harness(wrap_sdk_agent(sample))
+    h = Harness(wrap_sdk_agent(sample), limits=limits)
     await h.initialize(caps)
     return h, sample, await h.new_session()
 
@@ -121,8 +121,11 @@ def test_compat_meta_is_spread_into_kwargs_and_extra_kwargs_become_meta(run: Any
 
 
 def test_r10_compat_cancel_mid_stream_answers_cancelled_and_calls_sdk_cancel(run: Any) -> None:
+    """``wait`` does not watch its cancel: as under the SDK only the agent's ``cancel`` is called,
+    so the watchdog answers (R30) and then stops the task."""
+
     async def body() -> None:
-        h, sample, sid = await _start()
+        h, sample, sid = await _start(limits=Limits(cancel_grace_s=0.01))
         pid = h.request("session/prompt", prompt_params(sid, "wait"))
         await h.wait_for(lambda: h.updates(sid))
         h.notify("session/cancel", {"sessionId": sid, "_meta": {"why": "user"}})

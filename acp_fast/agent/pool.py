@@ -28,6 +28,13 @@ stuck, and mutes the body (what it still sends is dropped and counted by the
 connection). Its slots stay taken until the body really exits (R08, R07).
 Shutdown's abort takes the same path, so an aborted body's ``finally`` can
 no longer write behind its answer (R05).
+
+An adapter whose agents stop their own turns (compat: the SDK's runtime only
+calls the agent's ``cancel``) names the cancel reasons it leaves to them
+(``left_to_agent``): the token is cancelled and the watchdog armed, but the
+task is not, so it gets no ``CancelledError`` beside the one its own agent
+sends. A later cancel for another reason, or the watchdog, cancels the task
+then, once, unless someone already has.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ class Job:
     __slots__ = (
         "abandoned",
         "aborted",
+        "deferred",
         "orphaned",
         "pool",
         "released",
@@ -97,6 +105,8 @@ class Job:
         self.abandoned = False
         #: Answered for by the runtime while its body still runs (R30): what it sends is dropped.
         self.orphaned = False
+        #: Cancelled for a reason left to the agent (``BackgroundPool.left_to_agent``): its task is not, yet.
+        self.deferred = False
         #: The turn timeout before a cancel (``max_turn_s``), the cancel watchdog after it.
         self.timer: asyncio.TimerHandle | None = None
 
@@ -110,16 +120,31 @@ class Job:
         Only the first cancel acts: a second one (session/cancel, then
         $/cancel_request or shutdown) would interrupt the finaliser the first
         one started, which must run to its end (R13); shutdown's grace and
-        abort handle a job that never finishes (R14).
+        abort handle a job that never finishes (R14). The exception: a first
+        cancel whose reason is left to the agent leaves the task alone, and
+        the next cancel for a reason that is not cancels it (``cancel_task``).
         """
         if not self.token.cancel(reason):
+            if self.deferred and reason not in self.pool.left_to_agent:
+                self.cancel_task(reason)
             return
         self.request.cancel_received()
-        task = self.task
-        if task is not None and self.started and not task.done():
-            task.cancel(reason)
+        if reason in self.pool.left_to_agent:
+            self.deferred = True
+        else:
+            self.cancel_task(reason)
         if not self.released:
             self.pool._arm_watchdog(self)
+
+    def cancel_task(self, reason: str) -> None:
+        """Cancel the running task, once: not if its own agent already has (a deferred cancel, R30)."""
+        deferred, self.deferred = self.deferred, False
+        task = self.task
+        if task is None or not self.started or task.done():
+            return
+        if deferred and task.cancelling():
+            return  # the agent cancelled its own turn: a second CancelledError would land in its cleanup
+        task.cancel(reason)
 
     def __repr__(self) -> str:
         return f"Job({self.request.method} id={self.request.id!r})"
@@ -168,6 +193,8 @@ class BackgroundPool:
         self.on_timeout: Callable[[Job], None] = lambda job: job.cancel("max_turn_s")
         #: Shown in the watchdog's warning: whose ``prompt`` it is.
         self.agent_name = "Agent"
+        #: Cancel reasons whose task cancellation is left to the agent's own ``cancel`` (see Job.cancel).
+        self.left_to_agent: frozenset[str] = frozenset()
         # Orphaned jobs by task and by turn token, for the connection's drop test (R30).
         self._orphans: dict[asyncio.Task[None], Job] = {}
         self._orphan_tokens: set[CancelToken] = set()
@@ -258,6 +285,8 @@ class BackgroundPool:
             _where(task),
         )
         self._orphan(job)
+        if job.deferred:  # the agent's cancel did not stop it: the task cancellation it was spared
+            job.cancel_task(job.token.reason or "cancelled")
 
     def _describe(self, job: Job) -> str:
         request = job.request

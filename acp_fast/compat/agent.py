@@ -16,6 +16,7 @@ and its traceback goes to the log only.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import inspect
@@ -37,7 +38,7 @@ from ..peer.connection import IncomingRequest
 from ..wire.errors import AcpError, InternalError, InvalidParams, InvalidRequest, MethodNotFound, from_error_obj
 from ..wire.jsonrpc import Notification
 from .client import SdkClient
-from .release import NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES, UNSTABLE_ATTRS, RouteInfo
+from .release import ANSWER_TURNS, NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES, UNSTABLE_ATTRS, RouteInfo
 
 if TYPE_CHECKING:
     from ..agent.server import AgentServer
@@ -141,6 +142,43 @@ async def invoke(call: Callable[[], Awaitable[Any]], what: str) -> Any:
         raise internal_error(exc, what) from exc
 
 
+async def _invoke_then_turns(call: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """``invoke``, then the loop turns the release's runtime lets pass before it writes the answer,
+    so the tasks the handler started in its last step reach the client before the answer as they
+    would under that runtime (``release.ANSWER_TURNS``), whichever way the handler ended."""
+    try:
+        result = await invoke(call, what)
+    except AcpError:
+        await _pass_turns()
+        raise
+    await _pass_turns()
+    return result
+
+
+async def _pass_turns() -> None:
+    """Resume ``ANSWER_TURNS`` (two or more) loop turns from now: a future set on the turn before
+    resumes its awaiter then. Not ``sleep(0)`` in a row: a control handler stepped inline from a
+    read callback hands over to the dispatch task at its first suspension, which takes a turn of
+    its own, and a bare yield would add one more; a future is resumed on the same turn either way."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def tick(left: int) -> None:
+        if left:
+            loop.call_soon(tick, left - 1)
+        elif not done.done():  # the awaiter was cancelled meanwhile
+            done.set_result(None)
+
+    loop.call_soon(tick, ANSWER_TURNS - 2)
+    await done
+
+
+#: Runs a request's handler: ``invoke`` itself where the release writes the answer as the handler returns.
+answered: Callable[[Callable[[], Awaitable[Any]], str], Awaitable[Any]] = (
+    _invoke_then_turns if ANSWER_TURNS else invoke
+)
+
+
 def method_not_found(method: str) -> MethodNotFound:
     """-32601 as the SDK's ``RequestError.method_not_found`` words it: no method in the message, only in data."""
     return MethodNotFound(data={"method": method})
@@ -207,6 +245,7 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
     if fn is None:
         raise method_not_found(route.method)
     request = parse(route, wire)
+    run = invoke if route.notification else answered
     if legacy:
         name = getattr(fn, "__name__", route.attr)
         warnings.warn(
@@ -215,13 +254,13 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
             DeprecationWarning,
             stacklevel=2,
         )
-        result = await invoke(lambda: fn(request), route.method)
+        result = await run(lambda: fn(request), route.method)
     else:
         if route.adapt_params is not None:
             kwargs = route.adapt_params(request)
         else:
             kwargs = call_kwargs(request, _shared_fields(route))
-        result = await invoke(lambda: fn(**kwargs), route.method)
+        result = await run(lambda: fn(**kwargs), route.method)
     if route.notification:
         return None
     return dump_defaults(result) if route.normalized else dump_unset(result)
@@ -233,17 +272,13 @@ async def call_route(sdk_agent: object, route: RouteInfo, wire: Any) -> Any:
 #: (and a prompt task, which copies the context when it is created) builds the release's request
 #: model from every field the client sent, not only those acp_fast's method table declares.
 _WIRE: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("acp_fast_compat_wire", default=None)
-#: Set while the server handles a session/cancel whose agent ``cancel`` compat already started.
-_CANCEL_STARTED: contextvars.ContextVar[bool] = contextvars.ContextVar("acp_fast_compat_cancel_started", default=False)
-
-
-def _parses(note: Notification) -> bool:
-    """Whether the server will act on this cancel (it drops malformed params, R06)."""
-    try:
-        AGENT_METHODS[note.method].parse(note.params)
-    except InvalidParams:
-        return False
-    return True
+#: Cancel reasons (the server's words for them) whose stopping of the turn compat leaves to an SDK
+#: agent that defines ``cancel``: the SDK's runtime answers ``session/cancel`` by calling the agent's
+#: ``cancel`` and nothing else, so the agent's own way of stopping (often ``.cancel()`` on the prompt
+#: task it kept) is the only one. ``max_turn_s`` cancels as ``session/cancel`` does. Shutdown, EOF,
+#: ``session/close`` and ``$/cancel_request`` still cancel the task, as the SDK's runtime does when
+#: its connection closes (and 1.x for ``$/cancel_request``).
+_LEFT_TO_AGENT = frozenset({"session/cancel", "max_turn_s (timeout)"})
 
 #: Requests acp_fast's server routes and answers itself (with the forwarders below as the agent's
 #: methods); mcp/* are left out: the server hands them to its MCP bridge, never to the agent.
@@ -291,7 +326,7 @@ def _keeping_initialize(route: RouteInfo) -> Callable[..., Awaitable[Any]]:
 async def _ext_method(self: SdkAgent, method: str, params: dict[str, Any]) -> Any:
     fn = self.sdk_agent.ext_method
     # The SDK hands extension handlers the name without its leading underscore.
-    return dump_unset(await invoke(lambda: fn(method[1:], params), method))
+    return dump_unset(await answered(lambda: fn(method[1:], params), method))
 
 
 async def _ext_notification(self: SdkAgent, method: str, params: dict[str, Any]) -> None:
@@ -333,6 +368,8 @@ class SdkAgent(Agent):
     gated_notifications: frozenset[str] = frozenset()
     #: Every request the SDK's router would hand this agent (the release routes it, the agent defines it).
     served: dict[str, RouteInfo] = {}
+    #: The agent defines ``cancel``: a cancelled turn is stopped by it alone, as under the SDK (``_LEFT_TO_AGENT``).
+    stops_own_turn: bool = False
 
     def __init__(self, sdk_agent: Any, sdk_client: SdkClient, strict: bool = False) -> None:
         #: What the agent's ``initialize`` last answered, before the server shaped it.
@@ -347,6 +384,8 @@ class SdkAgent(Agent):
         self.server = server
         server.conn.on_receive_request(self._before_server, "acp_fast.compat.before_server")
         server.conn.on_receive_notification(self._notification, "acp_fast.compat.notification")
+        if self.stops_own_turn:
+            server.pool.left_to_agent = _LEFT_TO_AGENT
         if not self.strict:
             server.context = server.context.evolve(initialized=True)
 
@@ -447,38 +486,21 @@ class SdkAgent(Agent):
 
     def _cancel_any_session(self, note: Notification) -> None:
         """session/cancel: a known session as acp_fast does; any other id still reaches the agent
-        (unless ``strict``). The agent's handler, spawned here, gets the client's params.
-
-        For a known session the agent's ``cancel`` is started before the runtime cancels the turn:
-        its first step then runs before the prompt task wakes with its ``CancelledError``. An agent
-        whose ``cancel`` cancels its own prompt task (kept from ``asyncio.current_task()``, as
-        agents written for the SDK's runtime do) so adds to the pending cancellation, and the task
-        gets one ``CancelledError``, as on the SDK, instead of a second one in the middle of the
-        cleanup after the first (which lost the agent's own answer)."""
+        (unless ``strict``). The agent's handler, spawned here or by the server, gets the client's
+        params. How the turn itself is stopped is set up in ``on_server`` (``_LEFT_TO_AGENT``)."""
         server = self.server
         assert server is not None
         sid = note.params.get("sessionId") if isinstance(note.params, dict) else None
-        known = isinstance(sid, str) and server.sessions.find(sid) is not None
-        route = ROUTES.get("session/cancel")
-        agent_cancels = route is not None and sdk_defines(self.sdk_agent, "cancel")
-        if not self.strict and isinstance(sid, str) and not known:
-            if agent_cancels:
-                assert route is not None
+        if not self.strict and isinstance(sid, str) and server.sessions.find(sid) is None:
+            route = ROUTES.get("session/cancel")
+            if route is not None and sdk_defines(self.sdk_agent, "cancel"):
                 work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
                 server.conn.spawn(work, name="acp.compat.cancel")
             return
-        started = False
-        if known and agent_cancels and _parses(note):
-            assert route is not None
-            work = self._quiet(call_route(self.sdk_agent, route, note.params), note.method)
-            server.conn.spawn(work, name="acp.compat.cancel")
-            started = True
-        token = _WIRE.set((note.method, note.params))
-        already = _CANCEL_STARTED.set(started)  # the server's cancel hook then calls nothing
+        token = _WIRE.set((note.method, note.params))  # copied into the cancel hook's task
         try:
             server.on_cancel_notification(note)
         finally:
-            _CANCEL_STARTED.reset(already)
             _WIRE.reset(token)
 
     @staticmethod
@@ -536,12 +558,11 @@ def wrap_sdk_agent(
         cancel_route = notes["session/cancel"]
 
         async def _cancel(self: SdkAgent, session_id: str, **kwargs: Any) -> None:
-            if _CANCEL_STARTED.get():  # a session/cancel compat already passed to the agent
-                return
             wire = _wire_for(cancel_route, {"session_id": session_id, **kwargs})
             await call_route(self.sdk_agent, cancel_route, wire)
 
         namespace["cancel"] = _cancel
+        namespace["stops_own_turn"] = True
     if "session/new" not in requests:
         namespace["new_session"] = _no_new_session
     if sdk_defines(agent, "ext_method"):

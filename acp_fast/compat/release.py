@@ -52,6 +52,13 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 SDK_VERSION_TEXT: str = metadata.version("agent-client-protocol")
 SDK_VERSION: tuple[int, ...] = _version_tuple(SDK_VERSION_TEXT)
 
+#: Loop turns the release's runtime lets pass between a handler's return and the write of its
+#: answer, in which tasks the handler started still run (an update such a task sends in them goes
+#: out before the answer). Before 1.0 the handler's own task queues the answer as it returns: none.
+#: 1.x runs the handler in a task of its own and queues the answer from a second task that waits
+#: for it (``asyncio.wait``): two. (compat passes none, or two or more: see ``agent._pass_turns``.)
+ANSWER_TURNS: int = 2 if SDK_VERSION >= (1,) else 0
+
 
 def model(*names: str) -> type[BaseModel] | None:
     """The first of ``names`` the installed ``acp.schema`` defines (releases renamed some)."""

@@ -9,6 +9,8 @@ It speaks just enough HTTP/1.1 for the agents' HTTP clients: ``POST .../chat/com
   script (a file write the agent asks the client's permission for);
 - the last text of the last user message contains ``LONG``: the first chunk ``LONG_FIRST``, then nothing until the
   agent hangs up (it is cancelled mid-stream) or ``hold_s`` passes, then ``LONG_REST``;
+- it contains ``STORY``: the words ``w1 ``, ``w2 ``, ... one chunk each, without end, until the agent hangs up
+  (it is cancelled while the words flow) or ``STORY_MAX`` words or ``hold_s`` have gone;
 - anything else: ``HELLO_REPLY`` in three chunks.
 
 Every request is appended to a JSON-lines log (path, the last message's role and the
@@ -30,6 +32,13 @@ HELLO_REPLY = ["Hello ", "from the ", "fake model."]
 TOOL_DONE = "The file is written."
 LONG_FIRST = "Counting: 1"
 LONG_REST = [", 2", ", 3."]
+#: The story's words at most, and the pause between two (a model's pace, not a test's clock).
+STORY_MAX = 20_000
+STORY_PAUSE_S = 0.002
+
+
+def story_word(n: int) -> str:
+    return f"w{n} "
 
 
 def _text_of(content: Any) -> str:
@@ -52,6 +61,8 @@ def reply_kind(body: dict[str, Any]) -> str:
         return "tool_done"
     users = [m for m in messages if m.get("role") == "user"]
     text = _text_of(users[-1].get("content")) if users else ""
+    if "STORY" in text:
+        return "story"
     if "WRITE" in text:
         return "tool_call"
     if "LONG" in text:
@@ -142,6 +153,10 @@ class FakeModel:
             await send({"tool_calls": [call]})
             await send({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(self.script["tool_args"])}}]})
             await send({}, "tool_calls", last=True)
+        elif kind == "story":
+            if await self._story(writer, send):
+                return
+            await send({}, "stop", last=True)
         elif kind == "long":
             await send({"content": LONG_FIRST})
             # Held until the agent hangs up (its prompt was cancelled) or hold_s passes.
@@ -161,6 +176,26 @@ class FakeModel:
             await send({}, "stop", last=True)
         writer.write(b"data: [DONE]\n\n")
         await writer.drain()
+
+    async def _story(self, writer: asyncio.StreamWriter, send: Any) -> bool:
+        """Words until the agent hangs up (True) or the story runs out."""
+        start = time.monotonic()
+        for n in range(1, STORY_MAX + 1):
+            try:
+                await send({"content": story_word(n)})
+            except ConnectionError:
+                break
+            if writer.transport.is_closing():
+                break
+            if time.monotonic() - start > self.hold_s:
+                self._log({"event": "story stream: hold_s passed", "words": n})
+                return False
+            await asyncio.sleep(STORY_PAUSE_S)
+        else:
+            self._log({"event": "story stream: ran out", "words": STORY_MAX})
+            return False
+        self._log({"event": "story stream: the agent hung up"})
+        return True
 
     @staticmethod
     async def _hung_up(writer: asyncio.StreamWriter) -> None:
@@ -186,6 +221,8 @@ class FakeModel:
             message["content"] = TOOL_DONE
         elif kind == "long":
             message["content"] = LONG_FIRST + "".join(LONG_REST)
+        elif kind == "story":
+            message["content"] = "".join(story_word(n) for n in range(1, 4))
         else:
             message["content"] = "".join(HELLO_REPLY)
         return {"id": f"chatcmpl-{self.calls}", "object": "chat.completion", "created": int(time.time()),

@@ -4,7 +4,9 @@ Three agent processes share one temp HOME (so the second and third find what the
 
 1. ``initialize``, ``session/new``, a prompt (``hello``), a prompt whose tool call needs the
    client's permission (granted; the file must then exist), a long prompt cancelled once its
-   first chunk arrived, and ``session/list`` when the agent advertises it;
+   first chunk arrived, a story prompt cancelled while the model's words flow (after
+   ``STORY_CANCEL_AFTER`` of them) and the prompt after it (nothing of the story may come in
+   it), and ``session/list`` when the agent advertises it;
 2. ``initialize`` and ``session/load`` of that session (the agent replays its history) when the
    agent advertises ``loadSession``;
 3. ``initialize``, ``session/resume`` when advertised, and one more prompt.
@@ -30,6 +32,8 @@ from tests.real_agents.agents import SHIM_SITE, RealAgent
 from tests.real_agents.client import AgentError, AgentProcess, Message
 
 STEP_TIMEOUT = float(os.environ.get("ACP_FAST_REAL_AGENT_STEP_TIMEOUT", "60"))
+#: The story prompt is cancelled once the chunk with this many words of it has arrived.
+STORY_CANCEL_AFTER = 20
 CLIENT_INFO = {"name": "acp-fast-real-agent-test", "version": "1"}
 INIT = {"protocolVersion": 1, "clientInfo": CLIENT_INFO,
         "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
@@ -107,6 +111,14 @@ async def run_session(
             a.notify("session/cancel", {"sessionId": sid})
             answer = await asyncio.wait_for(long, STEP_TIMEOUT)
             steps["long"] = answer.get("result", answer.get("error"))
+            story = a.start("session/prompt", _prompt(sid, "STORY tell it word by word."))
+            last_word = fake_model.story_word(STORY_CANCEL_AFTER)
+            await a.wait_for(lambda m: last_word in (_chunk_text(m) or ""))
+            a.notify("session/cancel", {"sessionId": sid})
+            answer = await asyncio.wait_for(story, STEP_TIMEOUT)
+            steps["story"] = answer.get("result", answer.get("error"))
+            steps["after_story_from"] = len(a.log)
+            steps["after_story"] = await a.request("session/prompt", _prompt(sid, "Say hello after it."))
             session_caps = caps.get("sessionCapabilities") or {}
             if "list" in session_caps:
                 steps["list"] = await a.request("session/list", {"cwd": str(project)})

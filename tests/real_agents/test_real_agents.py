@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,12 @@ from tests.real_agents.transcript import diff
 REQUIRED = os.environ.get("ACP_FAST_REAL_AGENTS_REQUIRED") == "1"
 
 
-def _texts(result: dict[str, Any], process: int) -> list[str]:
+STORY_WORDS = re.compile(r"\bw\d+\b")
+
+
+def _texts(result: dict[str, Any], process: int, start: int = 0) -> list[str]:
     out = []
-    for direction, msg in result["processes"][process]:
+    for direction, msg in result["processes"][process][start:]:
         if direction == "in" and msg.get("method") == "session/update":
             update = msg["params"]["update"]
             if update.get("sessionUpdate") == "agent_message_chunk":
@@ -46,11 +50,41 @@ def _check_run(agent: RealAgent, result: dict[str, Any]) -> None:
     assert steps["write"]["stopReason"] == "end_turn"
     assert steps["written"] == agent.tool_args(Path(result["project"]))[agent.content_key]
     assert steps["long"]["stopReason"] == "cancelled"
+    assert steps["story"]["stopReason"] == "cancelled"
+    assert steps["after_story"]["stopReason"] == "end_turn"
+    after = _texts(result, 0, steps["after_story_from"])
+    assert not [t for t in after if STORY_WORDS.search(t)], f"the cancelled story went on in the next turn: {after}"
     calls = result["model_calls"]
-    assert [c["kind"] for c in calls if "kind" in c] == ["hello", "tool_call", "tool_done", "long"] + (
-        ["hello"] if "again" in steps else [])
+    kinds = ["hello", "tool_call", "tool_done", "long", "story", "hello"] + (["hello"] if "again" in steps else [])
+    assert [c["kind"] for c in calls if "kind" in c] == kinds
     assert not [c for c in calls if c.get("unexpected")], calls
     assert {"event": "long stream: the agent hung up"} in calls, "the cancelled turn did not stop the model stream"
+    assert {"event": "story stream: the agent hung up"} in calls, "the cancelled story did not stop the model stream"
+
+
+def usage_before_answers(result: dict[str, Any]) -> list[bool]:
+    """Per prompt answered ``end_turn``: whether a ``usage_update`` came after the turn's last
+    message chunk and before its answer (the agent sends it from a task it starts as the turn
+    ends; the transcript diff compares ``usage_update`` by its last value only)."""
+    seen: list[bool] = []
+    for log in result["processes"]:
+        prompts: set[Any] = set()
+        usage_last = False
+        for direction, msg in log:
+            if direction == "out" and msg.get("method") == "session/prompt":
+                prompts.add(msg["id"])
+                usage_last = False
+            elif direction == "in" and msg.get("method") == "session/update":
+                kind = msg["params"]["update"].get("sessionUpdate")
+                if kind == "usage_update":
+                    usage_last = True
+                elif kind == "agent_message_chunk":
+                    usage_last = False
+            elif direction == "in" and "method" not in msg and msg.get("id") in prompts:
+                prompts.discard(msg["id"])
+                if (msg.get("result") or {}).get("stopReason") == "end_turn":
+                    seen.append(usage_last)
+    return seen
 
 
 def _keep(agent: RealAgent, runtime: str, result: dict[str, Any]) -> None:
@@ -75,3 +109,4 @@ def test_real_agent_same_transcript_on_sdk_and_compat(agent: RealAgent, tmp_path
         results[runtime] = result
     differences = diff(results["sdk"], results["compat"], agent.detached_updates)
     assert differences == [], "\n".join(differences)
+    assert usage_before_answers(results["compat"]) == usage_before_answers(results["sdk"])

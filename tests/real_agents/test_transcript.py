@@ -51,3 +51,30 @@ def test_detached_updates_compare_by_their_last_value() -> None:
     assert diff(sdk, compat, frozenset({"usage_update"})) == []
     compat["processes"][0][-1][1]["params"]["update"]["used"] = 3  # but the last value counts
     assert diff(sdk, compat, frozenset({"usage_update"})) != []
+
+
+def _story_run(words_before_cancel: int, words_after_cancel: int, leaked: list[str]) -> dict[str, Any]:
+    """A story turn: words, the client's cancel, maybe words still on their way, the answer; then
+    a next turn that may begin with words of the story under a message id of its own."""
+    sid = SID_A
+
+    def chunk(text: str, message: str) -> tuple[str, dict[str, Any]]:
+        content = {"type": "text", "text": text}
+        update = {"sessionUpdate": "agent_message_chunk", "messageId": message, "content": content}
+        return ("in", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+
+    words = iter(range(1, 10_000))
+    log: list[tuple[str, dict[str, Any]]] = [chunk(f"w{next(words)} ", "m-1") for _ in range(words_before_cancel)]
+    log.append(("out", {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+    log += [chunk(f"w{next(words)} ", "m-1") for _ in range(words_after_cancel)]
+    log.append(("in", {"jsonrpc": "2.0", "id": 6, "result": {"stopReason": "cancelled"}}))
+    log.append(("out", {"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"sessionId": sid}}))
+    log += [chunk(text, "m-2") for text in [*leaked, "Hello"]]
+    return {"processes": [log], "project": "/tmp/w1/project", "home": "/tmp/w1/home", "work": "/tmp/w1"}
+
+
+def test_story_words_compare_by_message_not_by_count() -> None:
+    sdk = _story_run(20, 3, [])
+    assert diff(sdk, _story_run(25, 0, [])) == []
+    leaked = diff(sdk, _story_run(20, 0, ["w655 ", "w656 "]))
+    assert leaked != [] and any("<story>" in line and line.startswith("+") for line in leaked)

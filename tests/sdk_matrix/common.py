@@ -8,6 +8,8 @@ a text update (``acp.helpers`` before 1.0, the schema models from 1.0).
 from __future__ import annotations
 
 import asyncio
+import importlib
+from types import ModuleType
 from typing import Any
 
 from acp.schema import (
@@ -18,6 +20,25 @@ from acp.schema import (
     PromptResponse,
     TextContentBlock,
 )
+
+
+def _release() -> str:
+    from acp_fast.compat import SDK_VERSION
+
+    return f"{SDK_VERSION[0]}.{SDK_VERSION[1]}"
+
+
+#: The installed release, major.minor.
+RELEASE = _release()
+#: 0.9 routes what 0.10 does and 0.11 what 0.12 does (read from their routers): they share those agents.
+SAME_API = {"0.9": "0.10", "0.11": "0.12"}
+_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_10", "0.10": "agent_0_10", "0.11": "agent_0_12"}
+
+
+def release_agent_module() -> ModuleType:
+    """The module of the test agent written for the installed release's API (its ``ReleaseAgent``)."""
+    name = "agent_1_0" if int(RELEASE.split(".")[0]) >= 1 else _AGENT_MODULES.get(RELEASE, "agent_0_12")
+    return importlib.import_module(f"tests.sdk_matrix.{name}")
 
 
 class RecordingAgent:

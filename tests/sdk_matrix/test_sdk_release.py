@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,12 +21,9 @@ from acp_fast.compat.release import NOTIFICATION_ROUTES, REQUEST_ROUTES, ROUTES
 from tests.helpers import Harness, close_and_check, prompt_params
 from tests.sdk_matrix import common
 
-RELEASE = f"{SDK_VERSION[0]}.{SDK_VERSION[1]}"
-#: 0.9 routes what 0.10 does and 0.11 what 0.12 does (read from their routers): they share those agents.
-_SAME_API = {"0.9": "0.10", "0.11": "0.12"}
-_AGENT_MODULES = {"0.8": "agent_0_8", "0.9": "agent_0_10", "0.10": "agent_0_10", "0.11": "agent_0_12"}
-_AGENT_MODULE = "agent_1_0" if SDK_VERSION[0] >= 1 else _AGENT_MODULES.get(RELEASE, "agent_0_12")
-release_agent = importlib.import_module(f"tests.sdk_matrix.{_AGENT_MODULE}")
+RELEASE = common.RELEASE
+_SAME_API = common.SAME_API
+release_agent = common.release_agent_module()
 ReleaseAgent = release_agent.ReleaseAgent
 
 #: What each release's router dispatches (read from its source), and which of those are unstable.
