@@ -46,7 +46,7 @@ async def main(connections: int, runs: int) -> None:
     assert metrics is not None
     for _ in range(connections):
         peer = _idle_peer()
-        host._peers[peer] = None  # type: ignore[index]
+        host.registry.peers[peer] = None  # type: ignore[index]
         metrics.servers[peer] = _idle_server()
     timings = metrics.recorder.timings
     for method in AGENT_METHODS:  # every method's histogram holds something, as on a busy host

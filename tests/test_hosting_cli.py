@@ -40,6 +40,6 @@ def test_ws_deflate_is_off_unless_the_flag_turns_it_on(
     flags: list[str], expected: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Limits] = []
-    monkeypatch.setattr("acp_fast.hosting.run_host", lambda _factory, _address, limits, **_kw: seen.append(limits))
+    monkeypatch.setattr("acp_fast.hosting.run_host", lambda _factory, config: seen.append(config.limits))
     main(["demo", "--listen", "127.0.0.1:0", *flags])
     assert [limits.ws_deflate for limits in seen] == [expected]

@@ -105,8 +105,8 @@ def test_the_hook_sees_authorization_and_no_secret_subprotocol(run: Any) -> None
         await by_protocol.close()
         await by_header.close()
         principals = {
-            host._principal(AuthHeaders([], Offer("acp", TOKEN))),
-            host._principal({"Authorization": f"Bearer {TOKEN}"}),
+            host.admission.principal(AuthHeaders([], Offer("acp", TOKEN))),
+            host.admission.principal({"Authorization": f"Bearer {TOKEN}"}),
         }
         assert len(principals) == 1 and None not in principals
 

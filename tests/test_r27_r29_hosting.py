@@ -309,7 +309,7 @@ def test_r28_output_past_the_cap_closes_1008_others_unaffected(run: Any) -> None
         )
         assert done["result"] == {"stopReason": "end_turn"}
         for _ in range(2000):  # bounded: the stall timer is 0.05 s; the client must not read before it fires
-            if any(p.out is not None and p.out.is_closing() for p in host._peers):
+            if any(p.out is not None and p.out.is_closing() for p in host.registry.peers):
                 break
             await asyncio.sleep(0.01)
         slow.ws.transport.resume_reading()
@@ -593,7 +593,7 @@ def test_r27_an_established_connection_keeps_no_upgrade_headers_and_the_auth_hoo
     async def body(host: AcpHost) -> None:
         c = await WsClient.open(_url(host), additional_headers={"Authorization": "Bearer t0k"})
         await c.initialize()
-        peers = [p for p in host._peers if getattr(p, "ws", None) is not None]
+        peers = [p for p in host.registry.peers if getattr(p, "ws", None) is not None]
         assert len(peers) == 1
         ws = peers[0].ws
         assert ws.request.path.startswith(b"/acp")  # the request itself is still there

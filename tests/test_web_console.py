@@ -155,7 +155,7 @@ def test_cli_flag_reaches_run_host_and_needs_listen(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seen: list[bool] = []
-    monkeypatch.setattr("acp_fast.hosting.run_host", lambda *_a, web_console=False, **_kw: seen.append(web_console))
+    monkeypatch.setattr("acp_fast.hosting.run_host", lambda _factory, config: seen.append(config.web_console))
     main(["demo", "--listen", "127.0.0.1:0"])
     main(["demo", "--listen", "127.0.0.1:0", "--web-console"])
     assert seen == [False, True]

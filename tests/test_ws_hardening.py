@@ -163,7 +163,7 @@ def test_a_client_that_stops_reading_is_still_closed_1008(run: Any) -> None:
         c.ws.transport.pause_reading()
         await c.request_nowait("_big", {"mib": 8})
         for _ in range(2000):  # bounded: the stall timer is 0.05 s
-            if any(p.out is not None and p.out.is_closing() for p in host._peers):
+            if any(p.out is not None and p.out.is_closing() for p in host.registry.peers):
                 break
             await asyncio.sleep(0.01)
         else:

@@ -337,7 +337,7 @@ def test_the_read_buffer_of_a_large_message_is_released(run: Any) -> None:
 
     async def body(host: AcpHost) -> None:
         reader, writer = await initialized(host)
-        (peer,) = host._peers
+        (peer,) = host.registry.peers
         big = json.dumps({"jsonrpc": "2.0", "method": "_big", "params": {"x": "a" * (mib << 20)}}).encode()
         writer.write(big_frame(OP_TEXT, big) + text({"jsonrpc": "2.0", "id": 2, "method": "_ping"}))
         del big

@@ -28,7 +28,7 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
     """Serve one agent from ``factory()`` per connection until drained; a non-zero status exits with it."""
     # Imported once --listen is given: hosting needs the server extra, refused here in one line.
     from ..agent.serve import warn_if_fallback
-    from ..hosting import run_host
+    from ..hosting import HostConfig, run_host
 
     warn_if_fallback()
     make_agent = factory()
@@ -45,10 +45,9 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
     group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
 
     def serve(reuse_port: bool = False) -> int:
-        return run_host(
-            make_agent,
-            address,
-            limits,
+        config = HostConfig(
+            limits=limits,
+            listen=address,
             use_uvloop=not args.no_uvloop,
             authorize=authorize,
             allowed_origins=args.allow_origin,
@@ -63,6 +62,7 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
             metrics_group=group,
             proxies=proxies,
         )
+        return run_host(make_agent, config)
 
     if args.workers <= 1:
         status = serve()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from .server import Authorize
+    from .config import Authorize
 
 Verdict = bool | str
 

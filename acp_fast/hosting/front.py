@@ -24,18 +24,39 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
-from picows import WSAutoPingStrategy
+from picows import WSAutoPingStrategy, WSListener, WSUpgradeRequest, WSUpgradeResponseWithListener
 from picows.picows import WSProtocol  # type: ignore[attr-defined]  # public class, absent from the stubs
 
 from ..transports.client_faults import ClientFaults
+from ..wire.limits import Limits
 from . import forwarded, proxy_header
+from .forwarded import TrustedProxies
 from .picows_log import PicowsLog
-from .unbound import Admission, is_health_probe
+from .unbound import SocketAdmission, UnboundSockets, is_health_probe
 
-if TYPE_CHECKING:
-    from .server import AcpHost, _Route
+#: picows' answer to an upgrade request: a listener (101), a response (with or without one), None (404).
+Route = WSListener | WSUpgradeResponseWithListener | None
+
+
+class FrontHost(Protocol):
+    """What the front needs of the host it hands sockets to."""
+
+    limits: Limits
+    proxies: TrustedProxies
+    unbound: UnboundSockets
+    client_faults: ClientFaults
+
+    def route(self, request: WSUpgradeRequest, client: str) -> Route:
+        """Answer a WebSocket upgrade request from ``client``."""
+
+    def http_channel(self, transport: asyncio.Transport, already_read: bytes, peer: str, client: str) -> None:
+        """Serve the socket as HTTP/1.1 from the request whose bytes were ``already_read``."""
+
+    def count_refused(self, status: int) -> None:
+        """A socket was answered ``status`` and closed before it reached either profile."""
+
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +80,7 @@ class Front(asyncio.Protocol):
     __slots__ = ("_address", "_buf", "_health_only", "_host", "_peer", "_proxy", "_refused", "_timer", "_transport",
                  "_unix")  # fmt: skip
 
-    def __init__(self, host: AcpHost, unix: bool) -> None:
+    def __init__(self, host: FrontHost, unix: bool) -> None:
         self._host = host
         self._unix = unix
         self._buf = bytearray()
@@ -78,10 +99,10 @@ class Front(asyncio.Protocol):
         self._proxy = trusted and self._host.proxies.proxy_protocol
         self._address = "" if trusted else self._peer  # a proxy counts under the clients it names
         admission = self._host.unbound.front_opened(self, self._address)
-        if admission is Admission.REFUSE:  # too many sockets serve no connection yet
+        if admission is SocketAdmission.REFUSE:  # too many sockets serve no connection yet
             self._refuse(_BUSY, 503)
             return
-        self._health_only = admission is Admission.HEALTH_ONLY
+        self._health_only = admission is SocketAdmission.HEALTH_ONLY
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self._host.limits.handshake_timeout_s, self._transport.abort)
 
@@ -124,7 +145,7 @@ class Front(asyncio.Protocol):
             hand_to_picows(
                 transport,
                 bytes(buf),
-                lambda request: host._route(request, client),
+                lambda request: host.route(request, client),
                 host.limits,
                 unix=self._unix,
                 faults=host.client_faults,
@@ -169,7 +190,7 @@ class Front(asyncio.Protocol):
 
     def _refuse(self, answer: bytes, status: int) -> None:
         """Answer and close; what the client still sends is discarded: a reset could lose the answer."""
-        self._host._count_refused(status)
+        self._host.count_refused(status)
         self._stop_timer()
         self._host.unbound.front_closed(self)
         self._refused = True
@@ -209,7 +230,7 @@ def _is_websocket_upgrade(buf: bytearray, end: int) -> bool:
 def hand_to_picows(
     transport: asyncio.Transport,
     already_read: bytes,
-    route: Callable[[Any], _Route],
+    route: Callable[[Any], Route],
     limits: Any,
     *,
     unix: bool,

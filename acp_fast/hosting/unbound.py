@@ -17,18 +17,24 @@ more are accepted only to answer ``/healthz`` and ``/readyz``.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..wire.limits import Limits
 
-if TYPE_CHECKING:
-    from .front import Front
+
+class Front(Protocol):
+    """A socket reading its first head (hosting/front.py), as the counts see it."""
+
+    @property
+    def address(self) -> str: ...
+
+    def drain(self) -> None: ...
 
 #: The paths a socket of the health reserve may ask for.
 HEALTH_PATHS = (b"/healthz", b"/readyz")
 
 
-class Admission(enum.Enum):
+class SocketAdmission(enum.Enum):
     """What a newly counted socket may do."""
 
     SERVE = "serve"
@@ -48,16 +54,16 @@ class UnboundSockets:
         self.refused_per_address = 0  # sockets refused because their address held its share
         self.fronts: set[Front] = set()  # sockets reading their first head (the rest are HTTP channels)
 
-    def front_opened(self, front: Front, address: str) -> Admission:
+    def front_opened(self, front: Front, address: str) -> SocketAdmission:
         """A socket was accepted: count it under ``address``, from the health reserve past the cap, or refuse it."""
         limits = self._limits
         if not self._has_room(address):
-            return Admission.REFUSE
+            return SocketAdmission.REFUSE
         if self.total >= limits.max_unbound_sockets + limits.health_reserve_sockets:
-            return Admission.REFUSE
+            return SocketAdmission.REFUSE
         self._add(address)
         self.fronts.add(front)
-        return Admission.SERVE if self.total <= limits.max_unbound_sockets else Admission.HEALTH_ONLY
+        return SocketAdmission.SERVE if self.total <= limits.max_unbound_sockets else SocketAdmission.HEALTH_ONLY
 
     def front_moved(self, front: Front, address: str) -> bool:
         """The socket's client is ``address`` (a proxy named it): count it there, or release it (False) if full."""
@@ -112,4 +118,4 @@ def is_health_probe(head: bytes | bytearray) -> bool:
     return method in (b"GET", b"HEAD") and path in HEALTH_PATHS
 
 
-__all__ = ["HEALTH_PATHS", "Admission", "UnboundSockets", "is_health_probe"]
+__all__ = ["HEALTH_PATHS", "SocketAdmission", "UnboundSockets", "is_health_probe"]

@@ -29,6 +29,7 @@ stream; when N is no longer in the ring (or was never sent) it first gets a
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from typing import Any, Protocol, cast
 
@@ -39,6 +40,14 @@ from ..wire.routes import ANSWER, ERROR, REQUEST, Route
 #: The key of the connection-scoped stream; session streams are keyed by session id.
 CONNECTION_STREAM: None = None
 StreamKey = str | None
+
+
+class StreamRefusal(enum.StrEnum):
+    """Why a reader cannot be attached to a stream; the value is the sentence a client reads."""
+
+    GONE = "the connection has ended"
+    HAS_READER = "this stream already has a reader"
+    TOO_MANY = "too many streams on this connection"
 
 #: The notification a resumed reader gets first when the events after its ``Last-Event-ID`` are not all held.
 STREAM_GAP_METHOD = "_acp_fast/stream_gap"
@@ -236,14 +245,14 @@ class StreamRouter:
         return session
 
     # -- readers -------------------------------------------------------------------------------------
-    def refusal(self, key: StreamKey) -> str | None:
+    def refusal(self, key: StreamKey) -> StreamRefusal | None:
         """Why a reader cannot be attached to ``key`` now, or None."""
         stream = self.streams.get(key)
         if stream is None:
-            return "too many streams on this connection" if len(self.streams) >= self.max_streams else None
-        return "this stream already has a reader" if stream.receiver is not None else None
+            return StreamRefusal.TOO_MANY if len(self.streams) >= self.max_streams else None
+        return StreamRefusal.HAS_READER if stream.receiver is not None else None
 
-    def attach(self, key: StreamKey, receiver: Receiver, last_event_id: int | None = None) -> str | None:
+    def attach(self, key: StreamKey, receiver: Receiver, last_event_id: int | None = None) -> StreamRefusal | None:
         """Attach a reader and hand it what waited; the reason it cannot be attached, or None.
 
         With ``last_event_id`` on a resumable stream, what the reader gets first

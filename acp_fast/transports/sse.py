@@ -33,7 +33,7 @@ from ..peer.flow import Pause, ReadPauses
 from ..peer.writer import RoutedWriter
 from ..wire.limits import Limits
 from .output_cap import OutputCap
-from .routing import CONNECTION_STREAM, StreamKey, StreamRouter
+from .routing import CONNECTION_STREAM, StreamKey, StreamRefusal, StreamRouter
 
 log = logging.getLogger(__name__)
 
@@ -242,10 +242,10 @@ class SsePeer:
         self.pauses.release(Pause.OUTPUT)
 
     # -- readers: GET streams ------------------------------------------------------------------------
-    def stream_refusal(self, key: StreamKey) -> str | None:
+    def stream_refusal(self, key: StreamKey) -> StreamRefusal | None:
         """Why a GET cannot read this stream (answered 404/409/400), or None."""
         if self.ended or self.out.is_closing():
-            return "gone"
+            return StreamRefusal.GONE
         return self.router.refusal(key)
 
     def open_stream(self, key: StreamKey, reader: StreamReader, last_event_id: int | None = None) -> None:

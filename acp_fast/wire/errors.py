@@ -179,6 +179,19 @@ class ConnectionClosed(InternalError):
     default_message = "Connection closed"
 
 
+class ConfigError(ValueError):
+    """A configuration value that cannot be served, raised when the configuration is built.
+
+    Not an AcpError: no peer ever sees it. ``field`` names the setting, so a
+    command line can report the flag that carries it.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 class DeadlockError(RuntimeError):
     """Awaiting a response from inside an ordered handler would never return (R21).
 
