@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from .checks import StartupMistake, check_address
 from .probes import check_binds, check_store, check_unix_bind
 
 if TYPE_CHECKING:
-    from ..hosting import ListenAddress
+    from ..hosting import HostConfig, ListenAddress
     from ..hosting.forwarded import TrustedProxies
     from ..hosting.server import Authorize
 
@@ -42,51 +43,53 @@ def serve_network(args: argparse.Namespace, limits: Limits, factory: Callable[[]
         check_unix_bind("--listen", address.unix_path)
     if args.metrics_listen:
         check_binds("--metrics-listen", args.metrics_listen)
-    group: str | None = None  # --workers N --metrics: where the workers read each other's metrics
-
-    def serve(reuse_port: bool = False) -> int:
-        config = HostConfig(
-            limits=limits,
-            listen=address,
-            use_uvloop=not args.no_uvloop,
-            authorize=authorize,
-            allowed_origins=args.allow_origin,
-            reuse_port=reuse_port,
-            web_console=args.web_console,
-            session_store=store,
-            freeze_gc=args.gc_freeze,
-            metrics=args.metrics,
-            metrics_listen=args.metrics_listen,
-            otel=args.otel,
-            access_log=args.access_log,
-            metrics_group=group,
-            proxies=proxies,
-        )
-        return run_host(make_agent, config)
-
+    config = HostConfig(
+        limits=limits,
+        listen=address,
+        use_uvloop=not args.no_uvloop,
+        authorize=authorize,
+        allowed_origins=args.allow_origin,
+        web_console=args.web_console,
+        session_store=store,
+        freeze_gc=args.gc_freeze,
+        metrics=args.metrics,
+        metrics_listen=args.metrics_listen,
+        otel=args.otel,
+        access_log=args.access_log,
+        proxies=proxies,
+    )
     if args.workers <= 1:
-        status = serve()
+        status = run_host(make_agent, config)
         if status:
             raise SystemExit(status)
         return
-    if not address.port:
+    _serve_workers(args, config, lambda worker_config: run_host(make_agent, worker_config))
+
+
+def _serve_workers(args: argparse.Namespace, config: HostConfig, serve: Callable[[HostConfig], int]) -> None:
+    """``--workers N``: processes on one port (``reuse_port``) sharing parked sessions and, with --metrics, a scrape."""
+    if not config.listen.port:
         raise StartupMistake("--workers needs an explicit port (each worker would pick its own otherwise)")
     if args.metrics_listen:
         raise StartupMistake("--metrics-listen with --workers is not supported yet (one port per process); "
                              "use --metrics: the worker a scrape reaches answers for all of them")
     from ..hosting.workers import WorkerFailedToStart, run_workers, shared_session_store
 
+    limits = config.limits
     # The drain's bound, then abort_join_s more for the default executor's threads (agent/executor.py).
     bound = limits.shutdown_grace_s + 2 * limits.abort_join_s + limits.drain_flush_s
     with contextlib.ExitStack() as stack:
+        group: str | None = None  # --metrics: where the workers read each other's metrics
         if args.metrics:  # one scrape of the shared port answers for every worker (observability/group.py)
             from ..observability.group import metrics_group
 
             group = stack.enter_context(metrics_group())
+        store = config.session_store
         if store is None:  # the workers share parking out of the box
             store = stack.enter_context(shared_session_store())
+        worker_config = dataclasses.replace(config, reuse_port=True, metrics_group=group, session_store=store)
         try:
-            status = run_workers(args.workers, lambda: serve(reuse_port=True), bound)
+            status = run_workers(args.workers, lambda: serve(worker_config), bound)
         except WorkerFailedToStart as exc:
             raise StartupMistake(str(exc)) from None
         raise SystemExit(status)

@@ -512,6 +512,25 @@ class SdkAgent(Agent):
             log.warning("%s handler failed: %s", method, exc.message)
 
 
+def _gate_unstable(agent: Any, defined: dict[str, Any]) -> set[str]:
+    """Take unstable methods out of ``defined``, as the SDK does without ``use_unstable_protocol``.
+
+    Returns those the adapter answers -32601 itself; ``mcp/*`` stay with acp_fast's MCP bridge.
+    """
+    gated: set[str] = set()
+    for method, route in sorted(defined.items()):
+        if route.unstable:
+            log.info(
+                "%s.%s is unstable ACP; without use_unstable_protocol=True it answers -32601 (as under the SDK)",
+                type(agent).__name__,
+                route.attr,
+            )
+            del defined[method]
+            if not method.startswith("mcp/"):
+                gated.add(method)
+    return gated
+
+
 def wrap_sdk_agent(
     agent: Any,
     *,
@@ -531,19 +550,9 @@ def wrap_sdk_agent(
         agent = agent(sdk_client)  # a class or factory taking the connection, as the SDK's connection accepts
     requests = {m: r for m, r in REQUEST_ROUTES.items() if sdk_defines(agent, r.attr)}
     notes = {m: r for m, r in NOTIFICATION_ROUTES.items() if sdk_defines(agent, r.attr)}
-    gated: dict[str, set[str]] = {"request": set(), "notification": set()}
-    for kind, defined in (("request", requests), ("notification", notes)):
-        for method, route in sorted(defined.items()):
-            if route.unstable and not use_unstable_protocol:
-                log.info(
-                    "%s.%s is unstable ACP; without use_unstable_protocol=True it answers -32601 (as under the SDK)",
-                    type(agent).__name__,
-                    route.attr,
-                )
-                del defined[method]
-                if not method.startswith("mcp/"):  # mcp/* stay with acp_fast's MCP bridge
-                    gated[kind].add(method)
-
+    gated = {"request": set[str](), "notification": set[str]()}
+    if not use_unstable_protocol:
+        gated = {"request": _gate_unstable(agent, requests), "notification": _gate_unstable(agent, notes)}
     namespace: dict[str, Any] = {
         AGENT_METHODS[m].attr: _forwarder(r) for m, r in requests.items() if m in _CORE_REQUESTS
     }
